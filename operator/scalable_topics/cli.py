@@ -1,0 +1,51 @@
+"""``stctl``: the command line of scalable topics.
+
+Only commands that work end to end are registered here; each later component adds its own.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+
+from . import __version__
+
+Command = Callable[[argparse.Namespace], int]
+
+
+def _print_crds(_: argparse.Namespace) -> int:
+    from .crdgen import custom_resource_definitions, render
+
+    sys.stdout.write("---\n".join(render(crd) for crd in custom_resource_definitions().values()))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="stctl",
+        description="Scalable topics: streaming topics that split and merge at runtime.",
+    )
+    parser.add_argument("--version", action="version", version=f"stctl {__version__}")
+    commands = parser.add_subparsers(title="commands", metavar="COMMAND")
+    crds = commands.add_parser(
+        "crds",
+        help="print the CustomResourceDefinitions (pipe into `kubectl apply -f -`)",
+        description="Print the CustomResourceDefinitions of the scalabletopics.dev API group.",
+    )
+    crds.set_defaults(run=_print_crds)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    run: Command | None = getattr(args, "run", None)
+    if run is None:
+        parser.print_help(sys.stderr)
+        return 2
+    return run(args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,329 @@
+"""The Kubernetes resources of the API group ``scalabletopics.dev``: ScalableTopic and Segment.
+
+These pydantic models are the one source of truth for the resources' shape: the CRDs in
+``crds/`` are generated from them (``make crds``), and every component reads and writes the
+resources through them. Field names are camelCase on the wire, snake_case in Python.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Any, ClassVar, Final, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+from .conditions import Condition
+from .hashing import HASH_MAX, HASH_MIN
+
+GROUP: Final = "scalabletopics.dev"
+VERSION: Final = "v1alpha1"
+API_VERSION: Final = "scalabletopics.dev/v1alpha1"  # GROUP/VERSION, spelled out for the Literal fields
+TOPIC_LABEL = f"{GROUP}/topic"
+FINALIZER = f"{GROUP}/cleanup"
+MAX_INITIAL_SEGMENTS = (
+    1024  # a manifest's bound: each segment is an object and a log; splits go further
+)
+
+_NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+_SUBSCRIPTION_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
+
+
+def _validations(*rules: tuple[str, str]) -> dict[str, Any]:
+    """CEL rules for the CRD schema: (rule, message) pairs."""
+    return {"x-kubernetes-validations": [{"rule": r, "message": m} for r, m in rules]}
+
+
+class Wire(BaseModel):
+    """camelCase on the wire, refusal of unknown fields so a typo in a manifest is an error."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
+
+    def to_wire(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+# -- shared pieces ------------------------------------------------------------------------------
+
+
+class HashRangeSpec(Wire):
+    model_config = ConfigDict(
+        json_schema_extra=_validations(("self.start <= self.end", "start must not exceed end"))
+    )
+
+    start: int = Field(ge=HASH_MIN, le=HASH_MAX)
+    end: int = Field(ge=HASH_MIN, le=HASH_MAX)
+
+
+class OwnerReference(Wire):
+    api_version: str
+    kind: str
+    name: str
+    uid: str
+    controller: bool | None = None
+    block_owner_deletion: bool | None = None
+
+
+class ObjectMeta(Wire):
+    """The part of Kubernetes' ObjectMeta this project reads; other fields pass through."""
+
+    model_config = ConfigDict(extra="allow")
+
+    name: str
+    namespace: str | None = None
+    uid: str | None = None
+    resource_version: str | None = None
+    generation: int | None = None
+    creation_timestamp: datetime | None = None
+    deletion_timestamp: datetime | None = None
+    labels: dict[str, str] = Field(default_factory=dict)
+    annotations: dict[str, str] = Field(default_factory=dict)
+    finalizers: list[str] = Field(default_factory=list)
+    owner_references: list[OwnerReference] = Field(default_factory=list)
+
+
+# -- ScalableTopic ------------------------------------------------------------------------------
+
+
+class SubscriptionType(StrEnum):
+    QUEUE = "Queue"  # unordered, individual acks, every segment at once
+    STREAM = "Stream"  # ordered, cumulative acks, segments assigned by the controller
+    CHECKPOINT = "Checkpoint"  # ordered, positions kept by the application
+
+
+class SubscriptionSpec(Wire):
+    name: str = Field(min_length=1, max_length=128, pattern=_SUBSCRIPTION_PATTERN)
+    type: SubscriptionType = SubscriptionType.QUEUE
+
+
+class RateThresholds(Wire):
+    msg_rate_in: float | None = Field(default=None, ge=0, description="messages per second in")
+    msg_rate_out: float | None = Field(default=None, ge=0, description="messages per second out")
+    byte_rate_in: float | None = Field(default=None, ge=0, description="bytes per second in")
+    byte_rate_out: float | None = Field(default=None, ge=0, description="bytes per second out")
+
+
+class AutoScaleSpec(Wire):
+    """Per-topic overrides of the cluster's autoscale policy; unset fields keep the default."""
+
+    model_config = ConfigDict(
+        json_schema_extra=_validations(
+            (
+                "!has(self.minSegments) || !has(self.maxSegments) || self.minSegments <= self.maxSegments",
+                "minSegments must not exceed maxSegments",
+            )
+        )
+    )
+
+    enabled: bool | None = None
+    min_segments: int | None = Field(default=None, ge=1)
+    max_segments: int | None = Field(default=None, ge=1)
+    max_dag_depth: int | None = Field(default=None, ge=0)
+    split_cooldown_seconds: int | None = Field(default=None, ge=0)
+    merge_cooldown_seconds: int | None = Field(default=None, ge=0)
+    merge_window_seconds: int | None = Field(default=None, ge=0)
+    split_thresholds: RateThresholds | None = None
+    merge_thresholds: RateThresholds | None = None
+
+
+class RetentionSpec(Wire):
+    """How long consumed data is kept; unconsumed data is never dropped."""
+
+    max_size_bytes: int | None = Field(default=None, ge=0)
+    max_age_seconds: int | None = Field(default=None, ge=0)
+
+
+class ScalableTopicSpec(Wire):
+    model_config = ConfigDict(
+        json_schema_extra=_validations(
+            ("self.initialSegments == oldSelf.initialSegments", "initialSegments is immutable"),
+        )
+    )
+
+    initial_segments: int = Field(default=1, ge=1, le=MAX_INITIAL_SEGMENTS)
+    properties: dict[str, str] = Field(default_factory=dict)
+    subscriptions: list[SubscriptionSpec] = Field(
+        default_factory=list,
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
+    )
+    auto_scale: AutoScaleSpec | None = None
+    retention: RetentionSpec | None = None
+
+
+class SegmentEntry(Wire):
+    """One node of the DAG as kept in ``status.segments`` (see SegmentLayout.to_status)."""
+
+    id: int = Field(ge=0)
+    hash_range: HashRangeSpec
+    state: Literal["Active", "Sealed"]
+    parent_ids: list[int] = Field(default_factory=list)
+    child_ids: list[int] = Field(default_factory=list)
+    created_at_epoch: int = Field(ge=0)
+    sealed_at_epoch: int = Field(default=0, ge=0)
+    created_at: datetime
+    sealed_at: datetime | None = None
+
+
+class PlannedChildEntry(Wire):
+    id: int = Field(ge=0)
+    hash_range: HashRangeSpec
+
+
+class OperationStep(StrEnum):
+    """Where a split or merge stands; each step is idempotent, so a new leader redoes the last."""
+
+    PLANNED = "Planned"
+    CHILDREN_CREATED = "ChildrenCreated"
+    PARENTS_TERMINATED = "ParentsTerminated"
+
+
+class PendingOperation(Wire):
+    kind: Literal["Split", "Merge"]
+    base_epoch: int = Field(ge=0)
+    parent_ids: list[int] = Field(min_length=1, max_length=2)
+    children: list[PlannedChildEntry] = Field(min_length=1, max_length=2)
+    subscriptions: list[str] = Field(default_factory=list)
+    step: OperationStep = OperationStep.PLANNED
+    requested_by: str | None = None
+    started_at: datetime | None = None
+
+
+class ControllerStatus(Wire):
+    identity: str
+    endpoint: str | None = None
+    term: int = Field(default=0, ge=0)
+
+
+class ProducerAccessMode(StrEnum):
+    SHARED = "Shared"
+    EXCLUSIVE = "Exclusive"
+    WAIT_FOR_EXCLUSIVE = "WaitForExclusive"
+    EXCLUSIVE_WITH_FENCING = "ExclusiveWithFencing"
+
+
+class ProducerStatus(Wire):
+    epoch: int = Field(default=0, ge=0)
+    holder: str | None = None
+    access_mode: ProducerAccessMode | None = None
+
+
+class ConsumerRegistration(Wire):
+    """A consumer's durable session: its name and the segments it was assigned."""
+
+    name: str
+    assigned_segments: list[int] = Field(default_factory=list)
+    layout_epoch: int = Field(default=0, ge=0)
+    term: int = Field(default=0, ge=0)
+    registered_at: datetime | None = None
+
+
+class SubscriptionStatus(Wire):
+    name: str
+    type: SubscriptionType = SubscriptionType.QUEUE
+    consumers: list[ConsumerRegistration] = Field(default_factory=list)
+
+
+class TopicPhase(StrEnum):
+    PENDING = "Pending"
+    READY = "Ready"
+    SCALING = "Scaling"
+    DELETING = "Deleting"
+    FAILED = "Failed"
+
+
+class ScalableTopicStatus(Wire):
+    epoch: int | None = Field(default=None, ge=0)
+    next_segment_id: int | None = Field(default=None, ge=0)
+    segments: list[SegmentEntry] = Field(default_factory=list)
+    active_segments: int | None = Field(default=None, ge=0, description="count, for kubectl get")
+    pending_operation: PendingOperation | None = None
+    controller: ControllerStatus | None = None
+    producer: ProducerStatus | None = None
+    subscriptions: list[SubscriptionStatus] = Field(default_factory=list)
+    conditions: list[Condition] = Field(default_factory=list)
+    observed_generation: int | None = None
+    phase: TopicPhase | None = None
+
+
+class ScalableTopic(Wire):
+    KIND: ClassVar[str] = "ScalableTopic"
+    PLURAL: ClassVar[str] = "scalabletopics"
+    SINGULAR: ClassVar[str] = "scalabletopic"
+    SHORT_NAMES: ClassVar[tuple[str, ...]] = ("st",)
+
+    model_config = ConfigDict(
+        extra="ignore"
+    )  # tolerate what the API server adds (e.g. managedFields)
+
+    api_version: Literal["scalabletopics.dev/v1alpha1"] = API_VERSION
+    kind: Literal["ScalableTopic"] = "ScalableTopic"
+    metadata: ObjectMeta
+    spec: ScalableTopicSpec = Field(default_factory=ScalableTopicSpec)
+    status: ScalableTopicStatus = Field(default_factory=ScalableTopicStatus)
+
+
+# -- Segment --------------------------------------------------------------------------------------
+
+
+class SegmentSpec(Wire):
+    model_config = ConfigDict(
+        json_schema_extra=_validations(("self == oldSelf", "a Segment's spec is immutable"))
+    )
+
+    topic: str = Field(min_length=1, max_length=253, pattern=_NAME_PATTERN)
+    segment_id: int = Field(ge=0)
+    hash_range: HashRangeSpec
+    parents: list[int] = Field(default_factory=list, max_length=2)
+    subscriptions: list[str] = Field(default_factory=list, description="created at Earliest")
+
+
+class SegmentPhase(StrEnum):
+    PENDING = "Pending"
+    ACTIVE = "Active"
+    TERMINATED = "Terminated"
+    DELETING = "Deleting"
+
+
+class SegmentLoad(Wire):
+    msg_rate_in: float = Field(default=0.0, ge=0)
+    msg_rate_out: float = Field(default=0.0, ge=0)
+    byte_rate_in: float = Field(default=0.0, ge=0)
+    byte_rate_out: float = Field(default=0.0, ge=0)
+    sampled_at: datetime | None = None
+
+
+class SegmentStatus(Wire):
+    state: SegmentPhase | None = None
+    broker: str | None = None
+    range: str | None = Field(
+        default=None, description="the hash range as ssss-eeee, for kubectl get"
+    )
+    last_entry_id: int | None = None
+    drained: dict[str, datetime] = Field(
+        default_factory=dict,
+        description="subscription -> when every message of this segment was acknowledged",
+    )
+    load: SegmentLoad | None = None
+    conditions: list[Condition] = Field(default_factory=list)
+    observed_generation: int | None = None
+
+
+class Segment(Wire):
+    KIND: ClassVar[str] = "Segment"
+    PLURAL: ClassVar[str] = "segments"
+    SINGULAR: ClassVar[str] = "segment"
+    SHORT_NAMES: ClassVar[tuple[str, ...]] = ("seg",)
+
+    model_config = ConfigDict(extra="ignore")
+
+    api_version: Literal["scalabletopics.dev/v1alpha1"] = API_VERSION
+    kind: Literal["Segment"] = "Segment"
+    metadata: ObjectMeta
+    spec: SegmentSpec
+    status: SegmentStatus = Field(default_factory=SegmentStatus)
+
+
+def segment_object_name(topic: str, segment_descriptor: str) -> str:
+    """The Segment resource's name: ``<topic>-<descriptor>``."""
+    return f"{topic}-{segment_descriptor}"

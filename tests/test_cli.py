@@ -1,0 +1,37 @@
+import subprocess
+import sys
+
+import yaml
+
+from scalable_topics import __version__
+
+
+def _stctl(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "scalable_topics.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_version_names_the_installed_release() -> None:
+    result = _stctl("--version")
+    assert result.returncode == 0
+    assert result.stdout.strip() == f"stctl {__version__}"
+
+
+def test_no_command_prints_usage_and_fails() -> None:
+    result = _stctl()
+    assert result.returncode == 2
+    assert "usage: stctl" in result.stderr
+
+
+def test_crds_prints_applyable_definitions() -> None:
+    result = _stctl("crds")
+    assert result.returncode == 0
+    documents = list(yaml.safe_load_all(result.stdout))
+    assert sorted(d["metadata"]["name"] for d in documents) == [
+        "scalabletopics.scalabletopics.dev",
+        "segments.scalabletopics.dev",
+    ]
