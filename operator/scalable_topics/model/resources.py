@@ -19,7 +19,8 @@ from .hashing import HASH_MAX, HASH_MIN
 
 GROUP: Final = "scalabletopics.dev"
 VERSION: Final = "v1alpha1"
-API_VERSION: Final = "scalabletopics.dev/v1alpha1"  # GROUP/VERSION, spelled out for the Literal fields
+# GROUP/VERSION, spelled out so that the Literal fields below can name it.
+API_VERSION: Final = "scalabletopics.dev/v1alpha1"
 TOPIC_LABEL = f"{GROUP}/topic"
 FINALIZER = f"{GROUP}/cleanup"
 MAX_INITIAL_SEGMENTS = (

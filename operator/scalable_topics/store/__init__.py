@@ -1,0 +1,47 @@
+"""Persistent state behind the store port: Kubernetes-shaped objects, watches and leases."""
+
+from .embedded import EmbeddedStore
+from .embedded_watch import EmbeddedWatch
+from .errors import (
+    AlreadyExists,
+    Conflict,
+    Expired,
+    Invalid,
+    NotFound,
+    StoreClosed,
+    StoreError,
+    UnknownKind,
+)
+from .kinds import DEFAULT_KINDS, KindInfo
+from .leases import LeaseLock, LeaseRecord
+from .patch import merge_patch
+from .port import EventType, Object, ObjectList, Store, Watch, WatchEvent
+from .selectors import LabelSelector, parse_selector
+from .url import open_store
+
+__all__ = [
+    "DEFAULT_KINDS",
+    "AlreadyExists",
+    "Conflict",
+    "EmbeddedStore",
+    "EmbeddedWatch",
+    "EventType",
+    "Expired",
+    "Invalid",
+    "KindInfo",
+    "LabelSelector",
+    "LeaseLock",
+    "LeaseRecord",
+    "NotFound",
+    "Object",
+    "ObjectList",
+    "Store",
+    "StoreClosed",
+    "StoreError",
+    "UnknownKind",
+    "Watch",
+    "WatchEvent",
+    "merge_patch",
+    "open_store",
+    "parse_selector",
+]

@@ -1,0 +1,206 @@
+"""Leader election on Kubernetes Leases, with client-go's ``tryAcquireOrRenew`` rules.
+
+Built on the store port alone, so it works on every adapter. A lease held by someone else
+counts as expired only once this lock's *monotonic* clock says the holder's
+``leaseDurationSeconds`` have passed since the lock last saw the record change: the holder's
+renewTime is never compared with the local wall clock, so clock skew between machines cannot
+steal a lease. Every write is a compare-and-swap on the resourceVersion that was read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from types import MappingProxyType
+from typing import Any
+
+from ..model.clock import Clock
+from ..model.timefmt import format_time, parse_time
+from .errors import AlreadyExists, Conflict, NotFound
+from .kinds import LEASE
+from .port import Object, Store
+
+_EMPTY: Mapping[str, str] = MappingProxyType({})
+_RELEASED_DURATION_SECONDS = 1  # what client-go writes on release
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseRecord:
+    """A lease's spec as last observed, with the object's annotations."""
+
+    holder_identity: str
+    lease_duration_seconds: int
+    acquire_time: datetime | None
+    renew_time: datetime | None
+    lease_transitions: int
+    annotations: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
+
+    @classmethod
+    def from_object(cls, lease: Object) -> LeaseRecord:
+        spec: dict[str, Any] = lease.get("spec") or {}
+        annotations = lease.get("metadata", {}).get("annotations") or {}
+        return cls(
+            holder_identity=str(spec.get("holderIdentity") or ""),
+            lease_duration_seconds=int(spec.get("leaseDurationSeconds") or 0),
+            acquire_time=_time(spec.get("acquireTime")),
+            renew_time=_time(spec.get("renewTime")),
+            lease_transitions=int(spec.get("leaseTransitions") or 0),
+            annotations=MappingProxyType(dict(annotations)),
+        )
+
+    def to_spec(self) -> dict[str, Any]:
+        spec: dict[str, Any] = {
+            "holderIdentity": self.holder_identity,
+            "leaseDurationSeconds": self.lease_duration_seconds,
+            "leaseTransitions": self.lease_transitions,
+        }
+        if self.acquire_time is not None:
+            spec["acquireTime"] = format_time(self.acquire_time)
+        if self.renew_time is not None:
+            spec["renewTime"] = format_time(self.renew_time)
+        return spec
+
+
+def _time(value: Any) -> datetime | None:
+    return parse_time(value) if isinstance(value, str) and value else None
+
+
+class LeaseLock:
+    """One candidate's view of one Lease: acquire, renew and release it."""
+
+    def __init__(
+        self,
+        store: Store,
+        namespace: str,
+        name: str,
+        identity: str,
+        duration_seconds: int,
+        clock: Clock,
+        annotations: Mapping[str, str] | None = None,
+    ) -> None:
+        if not identity:
+            raise ValueError("a lease candidate needs a non-empty identity")
+        if duration_seconds < 1:
+            raise ValueError(f"lease duration must be at least 1 s, not {duration_seconds}")
+        self._store = store
+        self._namespace, self._name = namespace, name
+        self._identity = identity
+        self._duration_seconds = duration_seconds
+        self._clock = clock
+        self._annotations = dict(annotations or {})
+        self._observed: LeaseRecord | None = None
+        self._observed_at = 0.0  # monotonic time the observed record last changed
+
+    @property
+    def identity(self) -> str:
+        return self._identity
+
+    @property
+    def record(self) -> LeaseRecord | None:
+        """The lease as this lock last read or wrote it; None before the first attempt."""
+        return self._observed
+
+    @property
+    def is_leader(self) -> bool:
+        """Whether the last observed record names this candidate (it may have expired since)."""
+        return self._observed is not None and self._observed.holder_identity == self._identity
+
+    async def try_acquire_or_renew(self) -> bool:
+        now = self._clock.now()
+        try:
+            lease = await self._store.get(LEASE.kind, self._namespace, self._name)
+        except NotFound:
+            return await self._create(now)
+        current = LeaseRecord.from_object(lease)
+        self._observe(current)
+        if current.holder_identity and not self.is_leader and not self._expired(current):
+            return False
+        if self.is_leader:  # renewal: the term goes on
+            acquire_time, transitions = current.acquire_time, current.lease_transitions
+        else:
+            acquire_time, transitions = now, current.lease_transitions + 1
+        wanted = LeaseRecord(
+            holder_identity=self._identity,
+            lease_duration_seconds=self._duration_seconds,
+            acquire_time=acquire_time,
+            renew_time=now,
+            lease_transitions=transitions,
+            annotations=MappingProxyType({**current.annotations, **self._annotations}),
+        )
+        return await self._write(lease, wanted)
+
+    async def release(self) -> bool:
+        """Give the lease up if this candidate holds it; True when it no longer does."""
+        if not self.is_leader:
+            return True
+        try:
+            lease = await self._store.get(LEASE.kind, self._namespace, self._name)
+        except NotFound:
+            self._observed = None
+            return True
+        current = LeaseRecord.from_object(lease)
+        self._observe(current)
+        if not self.is_leader:
+            return True
+        now = self._clock.now()
+        released = LeaseRecord(
+            holder_identity="",
+            lease_duration_seconds=_RELEASED_DURATION_SECONDS,
+            acquire_time=now,
+            renew_time=now,
+            lease_transitions=current.lease_transitions,
+            # The annotations this candidate wrote describe the holder, which is now nobody.
+            annotations=MappingProxyType(
+                {k: v for k, v in current.annotations.items() if k not in self._annotations}
+            ),
+        )
+        return await self._write(lease, released)
+
+    def _expired(self, observed: LeaseRecord) -> bool:
+        """client-go's rule: a full term has passed here since the record last changed."""
+        return self._clock.monotonic() >= self._observed_at + observed.lease_duration_seconds
+
+    def _observe(self, record: LeaseRecord) -> None:
+        if record != self._observed:
+            self._observed = record
+            self._observed_at = self._clock.monotonic()
+
+    async def _create(self, now: datetime) -> bool:
+        record = LeaseRecord(
+            holder_identity=self._identity,
+            lease_duration_seconds=self._duration_seconds,
+            acquire_time=now,
+            renew_time=now,
+            lease_transitions=0,
+            annotations=MappingProxyType(dict(self._annotations)),
+        )
+        metadata: dict[str, Any] = {"name": self._name, "namespace": self._namespace}
+        if self._annotations:
+            metadata["annotations"] = dict(self._annotations)
+        lease = {
+            "apiVersion": LEASE.api_version,
+            "kind": LEASE.kind,
+            "metadata": metadata,
+            "spec": record.to_spec(),
+        }
+        try:
+            await self._store.create(lease)
+        except AlreadyExists:
+            return False
+        self._observed, self._observed_at = record, self._clock.monotonic()
+        return True
+
+    async def _write(self, lease: Object, record: LeaseRecord) -> bool:
+        metadata = dict(lease["metadata"])
+        metadata["annotations"] = dict(record.annotations)
+        if not record.annotations:
+            del metadata["annotations"]
+        updated = {**lease, "metadata": metadata, "spec": record.to_spec()}
+        try:
+            written = await self._store.replace(updated)
+        except (Conflict, NotFound):
+            return False
+        self._observed = LeaseRecord.from_object(written)
+        self._observed_at = self._clock.monotonic()
+        return True

@@ -1,0 +1,43 @@
+"""Fixtures of the store tests: the contract suite runs once per adapter in ADAPTERS."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from store_testkit import Backend
+
+from scalable_topics.model.clock import Clock
+from scalable_topics.store import EmbeddedStore, Store
+
+# A later adapter (e.g. a Kubernetes API server in a test cluster) adds its name here and a
+# branch in store_backend.
+ADAPTERS = ["embedded"]
+
+
+def embedded_backend(path: Path) -> Backend:
+    async def opener(clock: Clock | None, history_limit: int | None) -> Store:
+        options: dict[str, Any] = {"clock": clock, "poll_interval": 0.01}
+        if history_limit is not None:
+            options["history_limit"] = history_limit
+        return await EmbeddedStore.open(path, **options)
+
+    return Backend("embedded", f"embedded://{path}", opener, compacts_on_request=True)
+
+
+@pytest.fixture(params=ADAPTERS)
+async def store_backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Backend]:
+    """Several store instances on one backend; each test gets a fresh, empty backend."""
+    if request.param == "embedded":
+        backend = embedded_backend(tmp_path / "store.db")
+    else:
+        raise AssertionError(f"no fixture for adapter {request.param!r}")
+    yield backend
+    await backend.close_all()
+
+
+@pytest.fixture
+async def store(store_backend: Backend) -> Store:
+    return await store_backend.new_store()

@@ -1,0 +1,112 @@
+"""Builders and watch readers shared by the store tests."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from scalable_topics.model.clock import Clock
+from scalable_topics.model.resources import API_VERSION
+from scalable_topics.store import Object, Store, Watch, WatchEvent
+
+TOPIC = "ScalableTopic"
+LEASE = "Lease"
+TIMEOUT = 10.0  # generous: it only bounds a failing test
+
+
+# Opens one more store instance on a backend: (clock, history_limit) -> store.
+StoreOpener = Callable[[Clock | None, int | None], Awaitable[Store]]
+
+
+@dataclass
+class Backend:
+    """One storage backend and a factory of store instances on it (another connection each)."""
+
+    name: str
+    url: str
+    opener: StoreOpener
+    # Whether a test can shorten the history the backend keeps, to check Expired.
+    compacts_on_request: bool
+    _stores: list[Store] = field(default_factory=list)
+
+    async def new_store(
+        self, *, clock: Clock | None = None, history_limit: int | None = None
+    ) -> Store:
+        store = await self.opener(clock, history_limit)
+        self._stores.append(store)
+        return store
+
+    async def close_all(self) -> None:
+        for store in self._stores:
+            await store.close()
+
+
+def topic(
+    name: str,
+    namespace: str = "default",
+    *,
+    labels: dict[str, str] | None = None,
+    spec: dict[str, Any] | None = None,
+    status: dict[str, Any] | None = None,
+    finalizers: list[str] | None = None,
+) -> Object:
+    metadata: dict[str, Any] = {"name": name, "namespace": namespace}
+    if labels is not None:
+        metadata["labels"] = labels
+    if finalizers is not None:
+        metadata["finalizers"] = finalizers
+    obj: Object = {
+        "apiVersion": API_VERSION,
+        "kind": TOPIC,
+        "metadata": metadata,
+        "spec": spec if spec is not None else {"partitions": 1},
+    }
+    if status is not None:
+        obj["status"] = status
+    return obj
+
+
+def lease_object(name: str, namespace: str = "default", **spec: Any) -> Object:
+    return {
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": LEASE,
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": spec,
+    }
+
+
+def rv(obj: Object) -> int:
+    return int(obj["metadata"]["resourceVersion"])
+
+
+def names(events: list[WatchEvent]) -> list[tuple[str, str]]:
+    return [(e.type.value, e.object["metadata"]["name"]) for e in events]
+
+
+async def next_event(watch: Watch, seconds: float = TIMEOUT) -> WatchEvent:
+    async with asyncio.timeout(seconds):
+        return await anext(aiter(watch))
+
+
+async def events_through(watch: Watch, revision: int, seconds: float = TIMEOUT) -> list[WatchEvent]:
+    """Read events until one carries ``revision`` (or a later one)."""
+    events: list[WatchEvent] = []
+    async with asyncio.timeout(seconds):
+        async for event in watch:
+            events.append(event)
+            if int(event.resource_version) >= revision:
+                return events
+    raise AssertionError(f"the watch ended before revision {revision}: {names(events)}")
+
+
+async def take(watch: Watch, count: int, seconds: float = TIMEOUT) -> list[WatchEvent]:
+    events: list[WatchEvent] = []
+    async with asyncio.timeout(seconds):
+        async for event in watch:
+            events.append(event)
+            if len(events) == count:
+                break
+    assert len(events) == count, names(events)
+    return events
