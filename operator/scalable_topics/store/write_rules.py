@@ -161,13 +161,19 @@ def create(
     return decide
 
 
-def replace(request: Object, info: KindInfo) -> Callable[[Object | None], Outcome]:
+def _read_version(request: Object, info: KindInfo, call: str) -> str:
+    """The resourceVersion a replace must carry: the version its writer read."""
     expected = metadata(request).get("resourceVersion")
     if not isinstance(expected, str) or not expected:
         raise Invalid(
-            f"{info.kind} {metadata(request)['name']!r}: replace needs metadata.resourceVersion, "
+            f"{info.kind} {metadata(request)['name']!r}: {call} needs metadata.resourceVersion, "
             "the version the writer read"
         )
+    return expected
+
+
+def replace(request: Object, info: KindInfo) -> Callable[[Object | None], Outcome]:
+    expected = _read_version(request, info, "replace")
 
     def decide(stored: Object | None) -> Outcome:
         if stored is None:
@@ -201,12 +207,7 @@ def replace(request: Object, info: KindInfo) -> Callable[[Object | None], Outcom
 def replace_status(request: Object, info: KindInfo) -> Callable[[Object | None], Outcome]:
     if not info.status_subresource:
         raise Invalid(f"{info.kind} has no status subresource: write its status with replace")
-    expected = metadata(request).get("resourceVersion")
-    if not isinstance(expected, str) or not expected:
-        raise Invalid(
-            f"{info.kind} {metadata(request)['name']!r}: replace_status needs "
-            "metadata.resourceVersion, the version the writer read"
-        )
+    expected = _read_version(request, info, "replace_status")
 
     def decide(stored: Object | None) -> Outcome:
         if stored is None:
