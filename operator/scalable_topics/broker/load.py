@@ -1,0 +1,76 @@
+"""Per-segment load: message and byte rates in and out over a rolling window.
+
+Counts go into one-second buckets keyed by the injected monotonic clock; a rate is the sum of
+the buckets inside the window divided by the window (or by the time since the meter started,
+while that is shorter, so a fresh segment does not report a tenth of its true rate).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+
+
+class RollingRate:
+    def __init__(self, window_seconds: float, monotonic: Callable[[], float]) -> None:
+        if window_seconds <= 0:
+            raise ValueError(f"a rate window must be positive, not {window_seconds}")
+        self._window = window_seconds
+        self._monotonic = monotonic
+        self._started = monotonic()
+        self._buckets: deque[list[float]] = deque()  # [second, count]
+        self._total = 0.0
+
+    def add(self, amount: float = 1.0) -> None:
+        second = float(int(self._monotonic()))
+        if self._buckets and self._buckets[-1][0] == second:
+            self._buckets[-1][1] += amount
+        else:
+            self._buckets.append([second, amount])
+        self._total += amount
+        self._expire()
+
+    def rate(self) -> float:
+        self._expire()
+        elapsed = min(self._window, max(self._monotonic() - self._started, 1.0))
+        return self._total / elapsed
+
+    def _expire(self) -> None:
+        horizon = self._monotonic() - self._window
+        while self._buckets and self._buckets[0][0] + 1 <= horizon:
+            self._total -= self._buckets.popleft()[1]
+
+
+@dataclass(frozen=True, slots=True)
+class LoadSample:
+    msg_rate_in: float
+    msg_rate_out: float
+    byte_rate_in: float
+    byte_rate_out: float
+
+
+class SegmentLoad:
+    """The four rates the autoscaler reads for one segment."""
+
+    def __init__(self, window_seconds: float, monotonic: Callable[[], float]) -> None:
+        self._msgs_in = RollingRate(window_seconds, monotonic)
+        self._msgs_out = RollingRate(window_seconds, monotonic)
+        self._bytes_in = RollingRate(window_seconds, monotonic)
+        self._bytes_out = RollingRate(window_seconds, monotonic)
+
+    def produced(self, messages: int, size: int) -> None:
+        self._msgs_in.add(messages)
+        self._bytes_in.add(size)
+
+    def dispatched(self, messages: int, size: int) -> None:
+        self._msgs_out.add(messages)
+        self._bytes_out.add(size)
+
+    def sample(self) -> LoadSample:
+        return LoadSample(
+            msg_rate_in=self._msgs_in.rate(),
+            msg_rate_out=self._msgs_out.rate(),
+            byte_rate_in=self._bytes_in.rate(),
+            byte_rate_out=self._bytes_out.rate(),
+        )

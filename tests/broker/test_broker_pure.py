@@ -1,0 +1,184 @@
+"""Pure broker pieces: producer access modes and fencing, deduplication, batch records, load."""
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from scalable_topics.broker.batch_record import (
+    CorruptRecord,
+    StoredMessage,
+    decode_batch,
+    encode_batch,
+)
+from scalable_topics.broker.dedup import DedupTracker, Verdict
+from scalable_topics.broker.load import RollingRate, SegmentLoad
+from scalable_topics.broker.producer_access import (
+    AccessError,
+    ProducerAccess,
+    ProducerBusy,
+    ProducerFenced,
+    Standing,
+)
+from scalable_topics.model.clock import ManualClock
+from scalable_topics.model.resources import ProducerAccessMode as Mode
+
+
+def test_second_exclusive_producer_fails_at_once_naming_the_holder() -> None:
+    access = ProducerAccess()
+    first = access.open("a", "writer-1", Mode.EXCLUSIVE)
+    assert first.standing is Standing.GRANTED
+    assert first.grant is not None and first.grant.epoch == 1
+    with pytest.raises(ProducerBusy, match="held by 'writer-1'"):
+        access.open("b", "writer-2", Mode.EXCLUSIVE)
+    with pytest.raises(ProducerBusy):
+        access.open("c", "shared-1", Mode.SHARED)
+    assert [g.name for g in access.producers] == ["writer-1"]
+
+
+def test_exclusive_fails_while_shared_producers_write() -> None:
+    access = ProducerAccess()
+    access.open("s", "shared", Mode.SHARED)
+    with pytest.raises(ProducerBusy, match="'shared'"):
+        access.open("x", "exclusive", Mode.EXCLUSIVE)
+
+
+def test_wait_for_exclusive_takes_over_when_the_holder_closes() -> None:
+    access = ProducerAccess()
+    access.open("a", "first", Mode.EXCLUSIVE)
+    waiting = access.open("b", "second", Mode.WAIT_FOR_EXCLUSIVE)
+    assert waiting.standing is Standing.WAITING
+    assert access.waiting == 1
+    granted, refused = access.close("a")
+    assert refused == []
+    assert [(g.handle, g.epoch) for g in granted] == [("b", 2)]
+    assert access.check_send("b").name == "second"
+    with pytest.raises(ProducerFenced):
+        access.check_send("a")
+
+
+def test_fencing_producer_takes_over_and_the_old_one_is_fenced_for_good() -> None:
+    access = ProducerAccess()
+    access.open("old", "old", Mode.EXCLUSIVE)
+    result = access.open("new", "new", Mode.EXCLUSIVE_WITH_FENCING)
+    assert [g.handle for g in result.fenced] == ["old"]
+    assert access.epoch == 2
+    with pytest.raises(ProducerFenced, match="fenced for good"):
+        access.check_send("old")
+    # The old producer coming back with its old epoch is refused.
+    with pytest.raises(ProducerFenced, match="asks for epoch 1, but the segment is at epoch 2"):
+        access.open("old-again", "old", Mode.EXCLUSIVE, requested_epoch=1)
+
+
+def test_reconnecting_holder_keeps_its_epoch_but_a_newcomer_bumps_it() -> None:
+    access = ProducerAccess()
+    access.open("a", "a", Mode.EXCLUSIVE)
+    access.close("a")
+    again = access.open("a2", "a", Mode.EXCLUSIVE, requested_epoch=1)
+    assert again.grant is not None and again.grant.epoch == 1
+    access.close("a2")
+    newcomer = access.open("b", "b", Mode.EXCLUSIVE)
+    assert newcomer.grant is not None and newcomer.grant.epoch == 2
+
+
+def test_controller_fence_raises_the_epoch_and_fences_older_grants() -> None:
+    access = ProducerAccess()
+    access.open("s1", "s1", Mode.SHARED)
+    access.open("s2", "s2", Mode.SHARED)
+    fenced = access.fence(5)
+    assert sorted(g.handle for g in fenced) == ["s1", "s2"]
+    assert access.epoch == 5
+    granted = access.open("x", "x", Mode.EXCLUSIVE, requested_epoch=5)
+    assert granted.grant is not None and granted.grant.epoch == 5
+    assert access.fence(5) == []  # the topic-wide holder survives a fence at its own epoch
+
+
+def test_waiter_with_a_stale_epoch_is_refused_on_promotion() -> None:
+    access = ProducerAccess()
+    access.open("a", "a", Mode.EXCLUSIVE)
+    access.open("w", "w", Mode.WAIT_FOR_EXCLUSIVE, requested_epoch=1)
+    access.fence(3)
+    granted, refused = access.promote_waiters()
+    assert granted == []
+    assert [(h, type(e)) for h, e in refused] == [("w", ProducerFenced)]
+
+
+def test_a_handle_cannot_open_twice() -> None:
+    access = ProducerAccess()
+    access.open("a", "a", Mode.SHARED)
+    with pytest.raises(AccessError, match="already open"):
+        access.open("a", "a", Mode.SHARED)
+
+
+def test_dedup_distinguishes_new_in_flight_and_duplicate_batches() -> None:
+    dedup = DedupTracker()
+    assert dedup.classify("p", 9) is Verdict.NEW
+    dedup.pushed("p", 9)
+    assert dedup.classify("p", 9) is Verdict.IN_FLIGHT
+    dedup.persisted("p", 9, entry_id=42)
+    assert dedup.classify("p", 5) is Verdict.DUPLICATE
+    assert dedup.original_entry("p", 9) == 42
+    assert dedup.classify("p", 10) is Verdict.NEW
+    dedup.pushed("p", 19)
+    dedup.failed("p")
+    assert dedup.classify("p", 19) is Verdict.NEW
+
+
+def test_dedup_forgets_old_positions_but_not_the_mark() -> None:
+    dedup = DedupTracker(remembered_batches=2)
+    for seq in range(5):
+        dedup.persisted("p", seq, entry_id=seq)
+    assert dedup.original_entry("p", 0) is None
+    assert dedup.original_entry("p", 4) == 4
+    assert dedup.classify("p", 0) is Verdict.DUPLICATE
+
+
+messages = st.lists(
+    st.builds(
+        StoredMessage,
+        key=st.none() | st.text(max_size=20),
+        properties=st.dictionaries(st.text(max_size=5), st.text(max_size=5), max_size=3),
+        event_time_ms=st.none() | st.integers(0, 2**62),
+        payload=st.binary(max_size=64),
+    ),
+    min_size=1,
+    max_size=10,
+)
+
+
+@given(st.text(min_size=1, max_size=30), st.integers(0, 2**62), messages)
+def test_batch_records_round_trip(name: str, first: int, batch: list[StoredMessage]) -> None:
+    record = decode_batch(encode_batch(name, first, batch))
+    assert record.producer_name == name
+    assert record.first_sequence_id == first
+    assert list(record.messages) == batch
+    assert record.last_sequence_id == first + len(batch) - 1
+
+
+@given(st.binary(max_size=64))
+def test_garbage_is_not_a_batch(data: bytes) -> None:
+    try:
+        decode_batch(data)
+    except CorruptRecord:
+        return
+
+
+def test_rates_cover_the_window_and_expire() -> None:
+    clock = ManualClock()
+    load = SegmentLoad(10, clock.monotonic)
+    for _ in range(10):
+        load.produced(100, 1000)
+        clock.advance(1)
+    sample = load.sample()
+    assert sample.msg_rate_in == pytest.approx(100)
+    assert sample.byte_rate_in == pytest.approx(1000)
+    assert sample.msg_rate_out == 0
+    clock.advance(30)
+    assert load.sample().msg_rate_in == 0
+
+
+def test_a_young_meter_divides_by_its_age_not_the_window() -> None:
+    clock = ManualClock()
+    rate = RollingRate(60, clock.monotonic)
+    clock.advance(2)
+    rate.add(200)
+    assert rate.rate() == pytest.approx(100)
