@@ -1,0 +1,1 @@
+"""The data plane: segment logs, producers, subscriptions and dispatch, sessions, admin API."""
