@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
-EXTRAS ?= dev,operator
+EXTRAS ?= dev,server,operator
 
 .PHONY: install test lint crds check clean
 

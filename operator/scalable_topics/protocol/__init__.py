@@ -1,0 +1,108 @@
+"""Wire protocol v1: commands, their msgpack frames and the error codes (a pure codec).
+
+Brokers and clients exchange binary WebSocket messages, each one frame holding one command.
+``docs/protocol.md`` specifies the protocol for implementers in other languages.
+"""
+
+from ..model.resources import ProducerAccessMode
+from ..model.segment import SegmentState
+from .codec import decode_frame, encode_frame
+from .commands import (
+    COMMAND_CLASSES,
+    Ack,
+    Command,
+    CommandType,
+    Connect,
+    Connected,
+    ConsumerClose,
+    ConsumerClosed,
+    EndOfSegment,
+    Error,
+    Flow,
+    Message,
+    Nack,
+    Ping,
+    Pong,
+    ProducerClose,
+    ProducerClosed,
+    ProducerOpen,
+    ProducerOpened,
+    RedeliverUnacknowledged,
+    Seek,
+    Send,
+    Sender,
+    SendError,
+    SendReceipt,
+    Subscribe,
+    Success,
+    TopicUpdate,
+    Unsubscribe,
+    WatchClose,
+    WatchClosed,
+    WatchTopic,
+)
+from .enums import AckType, InitialPosition, SegmentSubscriptionType
+from .errors import CONNECTION_FATAL, ErrorCode, ProtocolError
+from .limits import (
+    DEFAULT_MAX_FRAME_BYTES,
+    DEFAULT_MAX_MESSAGE_BYTES,
+    FRAME_OVERHEAD_RESERVE_BYTES,
+)
+from .values import NO_PROPERTIES, BatchMessage, DeliveredMessage, MessageId, SegmentNode
+from .version import PROTOCOL_VERSION, SUPPORTED_VERSIONS, negotiate_version
+
+__all__ = [
+    "COMMAND_CLASSES",
+    "CONNECTION_FATAL",
+    "DEFAULT_MAX_FRAME_BYTES",
+    "DEFAULT_MAX_MESSAGE_BYTES",
+    "FRAME_OVERHEAD_RESERVE_BYTES",
+    "NO_PROPERTIES",
+    "PROTOCOL_VERSION",
+    "SUPPORTED_VERSIONS",
+    "Ack",
+    "AckType",
+    "BatchMessage",
+    "Command",
+    "CommandType",
+    "Connect",
+    "Connected",
+    "ConsumerClose",
+    "ConsumerClosed",
+    "DeliveredMessage",
+    "EndOfSegment",
+    "Error",
+    "ErrorCode",
+    "Flow",
+    "InitialPosition",
+    "Message",
+    "MessageId",
+    "Nack",
+    "Ping",
+    "Pong",
+    "ProducerAccessMode",
+    "ProducerClose",
+    "ProducerClosed",
+    "ProducerOpen",
+    "ProducerOpened",
+    "ProtocolError",
+    "RedeliverUnacknowledged",
+    "Seek",
+    "SegmentNode",
+    "SegmentState",
+    "SegmentSubscriptionType",
+    "Send",
+    "SendError",
+    "SendReceipt",
+    "Sender",
+    "Subscribe",
+    "Success",
+    "TopicUpdate",
+    "Unsubscribe",
+    "WatchClose",
+    "WatchClosed",
+    "WatchTopic",
+    "decode_frame",
+    "encode_frame",
+    "negotiate_version",
+]

@@ -1,0 +1,11 @@
+"""Size limits a connection starts from; the broker announces its own in Connected."""
+
+from __future__ import annotations
+
+from typing import Final
+
+DEFAULT_MAX_FRAME_BYTES: Final = 5 * 1024 * 1024
+# Room a frame keeps beside one message of the largest size: the command's other fields and
+# the msgpack headers, so a message that passes the message limit always fits in a frame alone.
+FRAME_OVERHEAD_RESERVE_BYTES: Final = 64 * 1024
+DEFAULT_MAX_MESSAGE_BYTES: Final = DEFAULT_MAX_FRAME_BYTES - FRAME_OVERHEAD_RESERVE_BYTES
