@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 EXTRAS ?= dev,server,operator
 
-.PHONY: install test lint crds check clean
+.PHONY: install test lint crds check bench clean
 
 install: $(STAMP)
 
@@ -19,13 +19,18 @@ test: install
 	$(BIN)/python -m pytest -q
 
 lint: install
-	$(BIN)/ruff check operator tests
-	$(BIN)/ruff format --check operator tests
+	$(BIN)/ruff check operator tests benchmarks
+	$(BIN)/ruff format --check operator tests benchmarks
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
 crds: install
 	$(BIN)/python -m scalable_topics.crdgen crds
+
+# Figures only (throughput, latency); benchmarks never fail on timing.
+bench: install
+	$(BIN)/python benchmarks/bench_segment_log.py
+	$(BIN)/python benchmarks/bench_broker.py
 
 # What CI runs: lint, then the whole test suite.
 check: lint test

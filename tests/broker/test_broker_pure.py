@@ -6,7 +6,6 @@ from hypothesis import strategies as st
 
 from scalable_topics.broker.batch_record import (
     CorruptRecord,
-    StoredMessage,
     decode_batch,
     encode_batch,
 )
@@ -21,6 +20,7 @@ from scalable_topics.broker.producer_access import (
 )
 from scalable_topics.model.clock import ManualClock
 from scalable_topics.model.resources import ProducerAccessMode as Mode
+from scalable_topics.protocol import BatchMessage
 
 
 def test_second_exclusive_producer_fails_at_once_naming_the_holder() -> None:
@@ -134,11 +134,11 @@ def test_dedup_forgets_old_positions_but_not_the_mark() -> None:
 
 messages = st.lists(
     st.builds(
-        StoredMessage,
+        BatchMessage,
+        payload=st.binary(max_size=64),
         key=st.none() | st.text(max_size=20),
         properties=st.dictionaries(st.text(max_size=5), st.text(max_size=5), max_size=3),
         event_time_ms=st.none() | st.integers(0, 2**62),
-        payload=st.binary(max_size=64),
     ),
     min_size=1,
     max_size=10,
@@ -146,7 +146,7 @@ messages = st.lists(
 
 
 @given(st.text(min_size=1, max_size=30), st.integers(0, 2**62), messages)
-def test_batch_records_round_trip(name: str, first: int, batch: list[StoredMessage]) -> None:
+def test_batch_records_round_trip(name: str, first: int, batch: list[BatchMessage]) -> None:
     record = decode_batch(encode_batch(name, first, batch))
     assert record.producer_name == name
     assert record.first_sequence_id == first

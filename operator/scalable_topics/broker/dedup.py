@@ -62,6 +62,9 @@ class DedupTracker:
         if state is not None:
             state.pushed = state.persisted
 
+    def producers(self) -> list[str]:
+        return list(self._producers)
+
     def highest_persisted(self, producer_name: str) -> int:
         state = self._producers.get(producer_name)
         return -1 if state is None else state.persisted

@@ -106,6 +106,12 @@ class CursorState:
         index = bisect.bisect_right(self._range_starts, entry_id) - 1
         return index >= 0 and entry_id <= self._range_ends[index]
 
+    @property
+    def has_individual_acks(self) -> bool:
+        """Whether anything past ``mark_delete`` is acknowledged: when not, every position
+        after it is unacknowledged, and a reader need not ask about each one."""
+        return bool(self._range_starts or self._partial)
+
     def is_acked(self, position: Position) -> bool:
         if self.is_entry_acked(position.entry_id):
             return True

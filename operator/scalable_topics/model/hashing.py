@@ -17,6 +17,5 @@ HASH_SPACE_SIZE: Final = HASH_MAX - HASH_MIN + 1
 
 
 def hash_key(key: str | bytes) -> int:
-    """Return the key's position in ``[HASH_MIN, HASH_MAX]``."""
-    data = key.encode("utf-8") if isinstance(key, str) else key
-    return mmh3.hash(data, 0, signed=False) & HASH_MAX
+    """Return the key's position in ``[HASH_MIN, HASH_MAX]`` (mmh3 hashes a str's UTF-8)."""
+    return mmh3.hash(key, 0, signed=False) & HASH_MAX

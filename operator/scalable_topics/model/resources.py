@@ -27,7 +27,7 @@ MAX_INITIAL_SEGMENTS = (
     1024  # a manifest's bound: each segment is an object and a log; splits go further
 )
 
-_NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 _SUBSCRIPTION_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
 
 
@@ -272,7 +272,7 @@ class SegmentSpec(Wire):
         json_schema_extra=_validations(("self == oldSelf", "a Segment's spec is immutable"))
     )
 
-    topic: str = Field(min_length=1, max_length=253, pattern=_NAME_PATTERN)
+    topic: str = Field(min_length=1, max_length=253, pattern=NAME_PATTERN)
     segment_id: int = Field(ge=0)
     hash_range: HashRangeSpec
     parents: list[int] = Field(default_factory=list, max_length=2)

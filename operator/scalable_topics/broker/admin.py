@@ -1,0 +1,191 @@
+"""The segment admin API (HTTP, JSON) that the controller drives, plus health.
+
+``/admin/v1/segments/{namespace}/{topic}/{descriptor}``: PUT creates (idempotent), DELETE
+deletes, ``.../terminate`` seals and returns the last entry id, ``.../fence`` raises the
+producer epoch, ``.../stats`` reports, ``.../subscriptions[/{name}]`` lists, creates and
+deletes subscriptions. Errors are JSON ``{"code": ..., "message": ...}`` with the wire
+protocol's error codes, so the controller can tell "already gone" (404) from a failure.
+"""
+
+from __future__ import annotations
+
+import hmac
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from aiohttp import web
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic.alias_generators import to_camel
+
+from ..protocol import ErrorCode, InitialPosition
+from .registry import SegmentRegistry
+from .segment import HostedSegment, SegmentError
+
+_STATUS = {
+    ErrorCode.SEGMENT_NOT_FOUND: 404,
+    ErrorCode.SUBSCRIPTION_NOT_FOUND: 404,
+    ErrorCode.INVALID_REQUEST: 400,
+    ErrorCode.NOT_AUTHORIZED: 403,
+    ErrorCode.AUTHENTICATION_FAILED: 401,
+    ErrorCode.SERVICE_NOT_READY: 503,
+    ErrorCode.INTERNAL_ERROR: 500,
+}
+REGISTRY_KEY = web.AppKey("segment_registry", SegmentRegistry)
+TOKEN_KEY = web.AppKey("admin_token", str)
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
+
+
+class Retention(_Body):
+    max_size_bytes: int | None = Field(default=None, ge=0)
+    max_age_seconds: int | None = Field(default=None, ge=0)
+
+
+class CreateSegment(_Body):
+    parents: list[int] = Field(default_factory=list, max_length=2)
+    subscriptions: list[str] = Field(default_factory=list)
+    producer_epoch: int = Field(default=0, ge=0)
+    retention: Retention | None = None
+
+
+class Fence(_Body):
+    epoch: int = Field(ge=0)
+
+
+class CreateSubscription(_Body):
+    initial_position: InitialPosition = InitialPosition.EARLIEST
+
+
+def _error(code: ErrorCode, message: str) -> web.Response:
+    return web.json_response(
+        {"code": code.value, "message": message}, status=_STATUS.get(code, 409)
+    )
+
+
+async def _body(request: web.Request, model: type[_Body]) -> Any:
+    if not request.can_read_body:
+        return model()
+    try:
+        return model.model_validate_json(await request.read())
+    except ValidationError as error:
+        raise SegmentError(ErrorCode.INVALID_REQUEST, f"invalid request body: {error}") from None
+
+
+def _segment(request: web.Request) -> HostedSegment:
+    info = request.match_info
+    return request.app[REGISTRY_KEY].by_descriptor(
+        info["namespace"], info["topic"], info["descriptor"]
+    )
+
+
+async def list_segments(request: web.Request) -> web.Response:
+    return web.json_response(
+        [
+            {
+                "namespace": s.key.namespace,
+                "topic": s.key.topic,
+                "descriptor": s.meta.descriptor,
+                "state": "Terminated" if s.sealed else "Active",
+                "lastEntryId": s.last_entry_id,
+            }
+            for s in request.app[REGISTRY_KEY]
+        ]
+    )
+
+
+async def create_segment(request: web.Request) -> web.Response:
+    body: CreateSegment = await _body(request, CreateSegment)
+    info = request.match_info
+    retention = body.retention or Retention()
+    segment, created = await request.app[REGISTRY_KEY].create(
+        info["namespace"],
+        info["topic"],
+        info["descriptor"],
+        tuple(body.parents),
+        body.subscriptions,
+        body.producer_epoch,
+        (retention.max_size_bytes, retention.max_age_seconds),
+    )
+    return web.json_response(segment.stats(), status=201 if created else 200)
+
+
+async def delete_segment(request: web.Request) -> web.Response:
+    await request.app[REGISTRY_KEY].delete(_segment(request))
+    return web.Response(status=204)
+
+
+async def terminate_segment(request: web.Request) -> web.Response:
+    return web.json_response({"lastEntryId": await _segment(request).terminate()})
+
+
+async def fence_segment(request: web.Request) -> web.Response:
+    body: Fence = await _body(request, Fence)
+    return web.json_response({"producerEpoch": await _segment(request).fence(body.epoch)})
+
+
+async def segment_stats(request: web.Request) -> web.Response:
+    return web.json_response(_segment(request).stats())
+
+
+async def list_subscriptions(request: web.Request) -> web.Response:
+    return web.json_response(sorted(_segment(request).subscriptions))
+
+
+async def create_subscription(request: web.Request) -> web.Response:
+    body: CreateSubscription = await _body(request, CreateSubscription)
+    segment = _segment(request)
+    name = request.match_info["subscription"]
+    existed = name in segment.subscriptions
+    await segment.create_subscription(name, body.initial_position)
+    return web.json_response({"subscription": name}, status=200 if existed else 201)
+
+
+async def delete_subscription(request: web.Request) -> web.Response:
+    segment = _segment(request)
+    name = request.match_info["subscription"]
+    if not await segment.delete_subscription(name):
+        return _error(
+            ErrorCode.SUBSCRIPTION_NOT_FOUND, f"segment {segment.key} has no subscription {name!r}"
+        )
+    return web.Response(status=204)
+
+
+async def healthz(request: web.Request) -> web.Response:
+    return web.json_response({"status": "ok"})
+
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+@web.middleware
+async def admin_errors(request: web.Request, handler: Handler) -> web.StreamResponse:
+    if request.path.startswith("/admin/"):
+        token = request.app.get(TOKEN_KEY)
+        if token is not None:
+            offered = request.headers.get("Authorization", "")
+            if not hmac.compare_digest(offered, f"Bearer {token}"):
+                return _error(
+                    ErrorCode.AUTHENTICATION_FAILED,
+                    "a valid 'Authorization: Bearer <token>' is required",
+                )
+    try:
+        return await handler(request)
+    except SegmentError as error:
+        return _error(error.code, str(error))
+
+
+def add_routes(app: web.Application) -> None:
+    base = "/admin/v1/segments"
+    one = base + "/{namespace}/{topic}/{descriptor}"
+    app.router.add_get(base, list_segments)
+    app.router.add_put(one, create_segment)
+    app.router.add_delete(one, delete_segment)
+    app.router.add_post(one + "/terminate", terminate_segment)
+    app.router.add_post(one + "/fence", fence_segment)
+    app.router.add_get(one + "/stats", segment_stats)
+    app.router.add_get(one + "/subscriptions", list_subscriptions)
+    app.router.add_put(one + "/subscriptions/{subscription}", create_subscription)
+    app.router.add_delete(one + "/subscriptions/{subscription}", delete_subscription)
+    app.router.add_get("/healthz", healthz)

@@ -1,0 +1,96 @@
+"""The broker process: an aiohttp application serving the wire protocol, admin API and metrics."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gc
+import logging
+from collections.abc import AsyncIterator
+
+from aiohttp import web
+
+from ..store import Store, open_store
+from .admin import REGISTRY_KEY, TOKEN_KEY, add_routes, admin_errors
+from .config import BrokerConfig
+from .drain_markers import DrainMarkers
+from .metrics import metrics_handler
+from .registry import SegmentRegistry
+from .session import Session
+
+log = logging.getLogger(__name__)
+
+CONFIG_KEY = web.AppKey("broker_config", BrokerConfig)
+# aiohttp refuses WebSocket messages past this; a frame between the protocol limit and it still
+# gets a FrameTooLarge error frame instead of a dropped connection.
+_WEBSOCKET_SLACK_BYTES = 1024 * 1024
+
+
+async def websocket(request: web.Request) -> web.WebSocketResponse:
+    config = request.app[CONFIG_KEY]
+    ws = web.WebSocketResponse(
+        max_msg_size=config.max_frame_bytes + _WEBSOCKET_SLACK_BYTES, heartbeat=30
+    )
+    await ws.prepare(request)
+    await Session(ws, config, request.app[REGISTRY_KEY]).serve()
+    return ws
+
+
+def build_app(config: BrokerConfig, store: Store | None = None) -> web.Application:
+    """The broker application; ``store`` defaults to opening ``config.store_url``."""
+    app = web.Application(middlewares=[admin_errors])
+    app[CONFIG_KEY] = config
+    if config.auth_token is not None:
+        app[TOKEN_KEY] = config.auth_token
+
+    async def lifecycle(app: web.Application) -> AsyncIterator[None]:
+        owned = store is None
+        backend = open_store(config.store_url) if store is None else store
+        markers = DrainMarkers(backend)
+        await markers.start()
+        registry = SegmentRegistry(config, markers)
+        await registry.start()
+        app[REGISTRY_KEY] = registry
+        retention = asyncio.get_running_loop().create_task(_retention_loop(registry, config))
+        log.info("broker %s serving %s", config.identity, config.url)
+        try:
+            yield
+        finally:
+            retention.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await retention
+            await registry.close()
+            await markers.stop()
+            if owned:
+                await backend.close()
+
+    app.cleanup_ctx.append(lifecycle)
+    app.router.add_get("/ws", websocket)
+    app.router.add_get("/metrics", metrics_handler)
+    add_routes(app)
+    return app
+
+
+async def _retention_loop(registry: SegmentRegistry, config: BrokerConfig) -> None:
+    while True:
+        await asyncio.sleep(config.retention_check_interval)
+        for segment in registry:
+            try:
+                dropped = await segment.apply_retention()
+            except Exception:
+                log.exception("retention failed on segment %s", segment.key)
+                continue
+            if dropped:
+                log.info(
+                    "retention dropped %d consumed entries of segment %s", dropped, segment.key
+                )
+
+
+def run(config: BrokerConfig) -> None:
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    config.data_dir.mkdir(parents=True, exist_ok=True)
+    web.run_app(
+        build_app(config), host=config.host, port=config.port, print=None, handle_signals=True
+    )

@@ -1,0 +1,39 @@
+"""A broker's settings, with the defaults a production deployment starts from."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+SyncPolicyName = Literal["batch", "interval", "none"]
+
+
+class BrokerConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    data_dir: Path
+    store_url: str = Field(description="where Segment objects and drained markers live")
+    host: str = "127.0.0.1"
+    port: int = Field(default=6650, ge=0, le=65535)
+    advertised_url: str | None = Field(
+        default=None, description="how clients reach this broker; defaults to ws://host:port"
+    )
+    broker_id: str | None = None
+    sync: SyncPolicyName = "batch"
+    max_frame_bytes: int = Field(default=5 * 1024 * 1024, ge=1024)
+    max_message_bytes: int = Field(default=5 * 1024 * 1024 - 64 * 1024, ge=1)
+    dispatch_batch: int = Field(default=512, ge=1, description="max messages in one delivery frame")
+    key_shared_unblock_interval: float = Field(default=0.1, ge=0)
+    retention_check_interval: float = Field(default=60.0, gt=0)
+    load_window_seconds: float = Field(default=60.0, gt=0)
+    auth_token: str | None = Field(default=None, description="when set, clients must present it")
+
+    @property
+    def url(self) -> str:
+        return self.advertised_url or f"ws://{self.host}:{self.port}"
+
+    @property
+    def identity(self) -> str:
+        return self.broker_id or f"{self.host}:{self.port}"

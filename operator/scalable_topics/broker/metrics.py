@@ -1,0 +1,105 @@
+"""Prometheus metrics of a broker, read from the hosted segments at scrape time.
+
+Nothing is counted twice: the segments keep their own totals and rates, and a collector turns
+them into metric families when ``/metrics`` is scraped, so the hot path pays nothing for it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from aiohttp import web
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from .registry import SegmentRegistry
+
+_SEGMENT = ["namespace", "topic", "segment"]
+_SUBSCRIPTION = [*_SEGMENT, "subscription"]
+
+
+class SegmentCollector(Collector):
+    def __init__(self, registry: SegmentRegistry) -> None:
+        self._segments = registry
+
+    def collect(self) -> Iterator[Metric]:
+        messages_in = CounterMetricFamily(
+            "st_segment_messages_in", "messages appended", labels=_SEGMENT
+        )
+        bytes_in = CounterMetricFamily(
+            "st_segment_bytes_in", "payload bytes appended", labels=_SEGMENT
+        )
+        rate_in = GaugeMetricFamily(
+            "st_segment_msg_rate_in", "messages/s in, rolling window", labels=_SEGMENT
+        )
+        rate_out = GaugeMetricFamily(
+            "st_segment_msg_rate_out", "messages/s out, rolling window", labels=_SEGMENT
+        )
+        last_entry = GaugeMetricFamily(
+            "st_segment_last_entry_id", "last entry id of the log", labels=_SEGMENT
+        )
+        backlog = GaugeMetricFamily(
+            "st_subscription_backlog_entries", "unacknowledged entries", labels=_SUBSCRIPTION
+        )
+        consumers = GaugeMetricFamily(
+            "st_subscription_consumers", "attached consumers", labels=_SUBSCRIPTION
+        )
+        draining = GaugeMetricFamily(
+            "st_subscription_draining_hashes_count",
+            "Key_Shared hashes draining",
+            labels=_SUBSCRIPTION,
+        )
+        draining_pending = GaugeMetricFamily(
+            "st_subscription_draining_hashes_pending_messages",
+            "Key_Shared messages pending on draining hashes",
+            labels=_SUBSCRIPTION,
+        )
+        cleared = CounterMetricFamily(
+            "st_subscription_draining_hashes_cleared",
+            "Key_Shared hashes that finished draining",
+            labels=_SUBSCRIPTION,
+        )
+        for segment in self._segments:
+            labels = [segment.key.namespace, segment.key.topic, str(segment.key.segment_id)]
+            sample = segment.load.sample()
+            messages_in.add_metric(labels, segment.messages_in_total)
+            bytes_in.add_metric(labels, segment.bytes_in_total)
+            rate_in.add_metric(labels, sample.msg_rate_in)
+            rate_out.add_metric(labels, sample.msg_rate_out)
+            last_entry.add_metric(labels, segment.last_entry_id)
+            for name, subscription in segment.subscriptions.items():
+                sub_labels = [*labels, name]
+                backlog.add_metric(sub_labels, subscription.backlog())
+                consumers.add_metric(sub_labels, subscription.consumer_count)
+                stats = subscription.stats()
+                if stats is not None:
+                    draining.add_metric(sub_labels, stats.draining_hashes_count)
+                    draining_pending.add_metric(sub_labels, stats.draining_hashes_pending_messages)
+                    cleared.add_metric(sub_labels, stats.draining_hashes_cleared_total)
+        yield from (
+            messages_in,
+            bytes_in,
+            rate_in,
+            rate_out,
+            last_entry,
+            backlog,
+            consumers,
+            draining,
+            draining_pending,
+            cleared,
+        )
+
+
+_METRICS_KEY = web.AppKey("metrics_registry", CollectorRegistry)
+
+
+async def metrics_handler(request: web.Request) -> web.Response:
+    from .admin import REGISTRY_KEY
+
+    metrics = request.app.get(_METRICS_KEY)
+    if metrics is None:
+        metrics = CollectorRegistry()
+        metrics.register(SegmentCollector(request.app[REGISTRY_KEY]))
+        request.app[_METRICS_KEY] = metrics
+    return web.Response(body=generate_latest(metrics), content_type="text/plain", charset="utf-8")

@@ -1,0 +1,159 @@
+"""The segments this broker hosts, found by topic and segment id, kept under one data directory.
+
+Layout: ``<data_dir>/segments/<namespace>/<topic>/<descriptor>/``. On start every segment
+directory is opened again (recovering its log and cursors), so a restarted broker serves what
+it served before, with every acknowledged message and position.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+from collections.abc import Iterator
+
+from ..model.hash_range import HashRange
+from ..model.resources import NAME_PATTERN
+from ..model.segment import parse_descriptor
+from ..protocol import ErrorCode, InitialPosition
+from .config import BrokerConfig
+from .segment import DrainGate, HostedSegment, SegmentError, SegmentKey
+from .segment_meta import SegmentMeta
+
+log = logging.getLogger(__name__)
+
+
+def _check_name(kind: str, value: str) -> None:
+    if not re.match(NAME_PATTERN, value) or len(value) > 253:
+        raise SegmentError(
+            ErrorCode.INVALID_REQUEST,
+            f"{kind} {value!r} is not a valid name: lowercase letters, digits and '-', "
+            "starting and ending with a letter or digit",
+        )
+
+
+def split_topic(topic: str) -> tuple[str, str]:
+    """``namespace/name`` -> (namespace, name)."""
+    namespace, slash, name = topic.partition("/")
+    if not slash:
+        raise SegmentError(
+            ErrorCode.INVALID_REQUEST, f"topic {topic!r} must be written namespace/name"
+        )
+    _check_name("namespace", namespace)
+    _check_name("topic", name)
+    return namespace, name
+
+
+class SegmentRegistry:
+    def __init__(self, config: BrokerConfig, gate: DrainGate) -> None:
+        self._config = config
+        self._gate = gate
+        self._root = config.data_dir / "segments"
+        self._segments: dict[SegmentKey, HostedSegment] = {}
+        self._lock = asyncio.Lock()
+
+    async def start(self) -> None:
+        self._root.mkdir(parents=True, exist_ok=True)
+        for directory in sorted(self._root.glob("*/*/*")):
+            if not directory.is_dir():
+                continue
+            segment = await HostedSegment.open(directory, self._config, self._gate)
+            self._segments[segment.key] = segment
+            log.info("opened segment %s (last entry %d)", segment.key, segment.last_entry_id)
+
+    def __iter__(self) -> Iterator[HostedSegment]:
+        return iter(list(self._segments.values()))
+
+    def get(self, namespace: str, topic: str, segment_id: int) -> HostedSegment:
+        segment = self._segments.get(SegmentKey(namespace, topic, segment_id))
+        if segment is None:
+            raise SegmentError(
+                ErrorCode.SEGMENT_NOT_FOUND,
+                f"segment {segment_id} of topic {namespace}/{topic} is not on this broker",
+            )
+        return segment
+
+    def find(self, topic: str, segment_id: int) -> HostedSegment:
+        namespace, name = split_topic(topic)
+        return self.get(namespace, name, segment_id)
+
+    def by_descriptor(self, namespace: str, topic: str, descriptor: str) -> HostedSegment:
+        segment_id, hash_range = self._parse(descriptor)
+        segment = self.get(namespace, topic, segment_id)
+        if segment.meta.hash_range != hash_range:
+            raise SegmentError(
+                ErrorCode.SEGMENT_NOT_FOUND,
+                f"segment {segment_id} of {namespace}/{topic} covers {segment.meta.hash_range}, not {hash_range}",
+            )
+        return segment
+
+    async def create(
+        self,
+        namespace: str,
+        topic: str,
+        descriptor: str,
+        parents: tuple[int, ...],
+        subscriptions: list[str],
+        producer_epoch: int,
+        retention: tuple[int | None, int | None] = (None, None),
+    ) -> tuple[HostedSegment, bool]:
+        """Create a segment, or return the existing one (idempotent); True when created.
+        Subscriptions missing on an existing segment are added at Earliest."""
+        _check_name("namespace", namespace)
+        _check_name("topic", topic)
+        segment_id, hash_range = self._parse(descriptor)
+        async with self._lock:
+            key = SegmentKey(namespace, topic, segment_id)
+            existing = self._segments.get(key)
+            if existing is not None:
+                if existing.meta.hash_range != hash_range or existing.meta.parents != parents:
+                    raise SegmentError(
+                        ErrorCode.INVALID_REQUEST,
+                        f"segment {segment_id} of {namespace}/{topic} exists as {existing.meta.descriptor} "
+                        f"with parents {list(existing.meta.parents)}",
+                    )
+                for name in subscriptions:
+                    await existing.create_subscription(name, InitialPosition.EARLIEST)
+                if producer_epoch > existing.producer_epoch:
+                    await existing.fence(producer_epoch)
+                return existing, False
+            meta = SegmentMeta(
+                namespace,
+                topic,
+                segment_id,
+                hash_range.start,
+                hash_range.end,
+                parents,
+                producer_epoch,
+                retention_max_size_bytes=retention[0],
+                retention_max_age_seconds=retention[1],
+            )
+            segment = await HostedSegment.create(
+                self._root / namespace / topic / descriptor,
+                meta,
+                subscriptions,
+                self._config,
+                self._gate,
+            )
+            self._segments[key] = segment
+            return segment, True
+
+    async def delete(self, segment: HostedSegment) -> None:
+        async with self._lock:
+            self._segments.pop(segment.key, None)
+        await segment.delete()
+
+    async def close(self) -> None:
+        for segment in list(self._segments.values()):
+            try:
+                await segment.close()
+            except Exception:
+                log.exception("closing segment %s failed", segment.key)
+        self._segments.clear()
+
+    @staticmethod
+    def _parse(descriptor: str) -> tuple[int, HashRange]:
+        try:
+            return parse_descriptor(descriptor)
+        except ValueError as error:
+            raise SegmentError(ErrorCode.INVALID_REQUEST, str(error)) from None

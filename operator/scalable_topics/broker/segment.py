@@ -1,0 +1,599 @@
+"""A segment hosted by this broker: its log, producers, deduplication and subscriptions.
+
+On disk a segment is a directory holding ``segment.json`` (see segment_meta), ``log/`` (the
+segment log) and ``cursors/`` (the cursor journal). Opening it after a crash recovers the log,
+restores every cursor, and rebuilds deduplication from the last snapshot plus the entries
+written after it, so a producer retrying across a broker restart is not duplicated.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+import shutil
+import time
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from ..model.cursor_state import CursorState
+from ..model.resources import ProducerAccessMode
+from ..protocol import ErrorCode, InitialPosition, MessageId, SegmentSubscriptionType, Send
+from .batch_record import decode_batch, encode_batch
+from .config import BrokerConfig
+from .dedup import DedupTracker, Verdict
+from .load import SegmentLoad
+from .producer_access import AccessError, Grant, ProducerAccess, Standing
+from .segment_meta import SegmentMeta, load_meta, save_meta
+from .storage import CursorStore, RecordTooLarge, SegmentLog, SegmentTerminated, SyncPolicy
+from .subscription import Subscription
+
+log = logging.getLogger(__name__)
+
+
+class SegmentError(Exception):
+    def __init__(self, code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentKey:
+    namespace: str
+    topic: str
+    segment_id: int
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.topic}/{self.segment_id}"
+
+
+class ProducerLink(Protocol):
+    """How a segment tells a producer's session that the broker closed the producer."""
+
+    async def closed_by_broker(self, code: ErrorCode, message: str) -> None: ...
+
+
+class DrainGate(Protocol):
+    """Whether a segment's parents are drained for a subscription, and recording it."""
+
+    def parents_drained(
+        self, namespace: str, topic: str, parents: tuple[int, ...], subscription: str
+    ) -> bool: ...
+
+    def mark_drained(
+        self, namespace: str, topic: str, descriptor: str, subscription: str
+    ) -> None: ...
+
+    def listen(self, callback: Callable[[], None]) -> Callable[[], None]: ...
+
+
+_DEDUP_SNAPSHOT_EVERY = 10_000
+
+
+class _LogReader:
+    """The segment log as a subscription reads it."""
+
+    def __init__(self, segment_log: SegmentLog) -> None:
+        self._log = segment_log
+
+    @property
+    def last_entry_id(self) -> int:
+        return self._log.last_entry_id
+
+    @property
+    def sealed(self) -> bool:
+        return self._log.sealed
+
+    async def read_entries(
+        self, from_entry_id: int, max_entries: int, max_bytes: int
+    ) -> list[tuple[int, int, bytes]]:
+        entries = await self._log.read(from_entry_id, max_entries, max_bytes)
+        return [(e.entry_id, e.timestamp_ms, e.payload) for e in entries]
+
+
+class HostedSegment:
+    def __init__(
+        self,
+        directory: Path,
+        meta: SegmentMeta,
+        segment_log: SegmentLog,
+        cursors: CursorStore,
+        config: BrokerConfig,
+        gate: DrainGate,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.directory = directory
+        self.key = SegmentKey(meta.namespace, meta.topic, meta.segment_id)
+        self._meta = meta
+        self._log = segment_log
+        self._reader = _LogReader(segment_log)
+        self._cursors = cursors
+        self._config = config
+        self._gate = gate
+        self._access = ProducerAccess(meta.producer_epoch)
+        self._producer_links: dict[Hashable, ProducerLink] = {}
+        self._waiters: dict[Hashable, asyncio.Future[Grant]] = {}
+        self._dedup = DedupTracker()
+        self._in_flight: dict[tuple[str, int], asyncio.Future[int]] = {}
+        self._subscriptions: dict[str, Subscription] = {}
+        self._last_publish_ms = 0
+        self._entries_since_snapshot = 0
+        self._deleted = False
+        self.load = SegmentLoad(config.load_window_seconds, monotonic)
+        self.messages_in_total = 0
+        self.bytes_in_total = 0
+        self._unlisten = gate.listen(self._gate_changed)
+
+    # -- opening --------------------------------------------------------------------------------
+
+    @classmethod
+    async def create(
+        cls,
+        directory: Path,
+        meta: SegmentMeta,
+        subscriptions: list[str],
+        config: BrokerConfig,
+        gate: DrainGate,
+    ) -> HostedSegment:
+        """Create the segment's storage with ``subscriptions`` at Earliest."""
+        await asyncio.to_thread(directory.mkdir, parents=True, exist_ok=False)
+        await save_meta(directory, meta)
+        segment = await cls._open(directory, meta, config, gate)
+        for name in subscriptions:
+            await segment.create_subscription(name, InitialPosition.EARLIEST)
+        return segment
+
+    @classmethod
+    async def open(cls, directory: Path, config: BrokerConfig, gate: DrainGate) -> HostedSegment:
+        """Open a segment this broker created before (after a restart or a crash)."""
+        return await cls._open(directory, load_meta(directory), config, gate)
+
+    @classmethod
+    async def _open(
+        cls, directory: Path, meta: SegmentMeta, config: BrokerConfig, gate: DrainGate
+    ) -> HostedSegment:
+        segment_log = await SegmentLog.open(
+            directory / "log",
+            sync=SyncPolicy.named(config.sync),
+            max_record_bytes=config.max_frame_bytes,
+        )
+        try:
+            cursors = await CursorStore.open(directory / "cursors")
+        except BaseException:
+            await segment_log.close()
+            raise
+        segment = cls(directory, meta, segment_log, cursors, config, gate)
+        await segment._restore()
+        return segment
+
+    async def _restore(self) -> None:
+        for name in self._cursors.subscriptions():
+            state = self._cursors.load(name)
+            if state is not None:
+                self._subscriptions[name] = self._new_subscription(name, state)
+        for producer, sequence in self._meta.dedup.items():
+            self._dedup.persisted(producer, sequence, self._meta.dedup_through_entry)
+        entry = max(self._meta.dedup_through_entry + 1, self._log.first_entry_id)
+        while entry <= self._log.last_entry_id:
+            entries = await self._log.read(entry, 512, 8 * 1024 * 1024)
+            if not entries:
+                break
+            for item in entries:
+                record = decode_batch(item.payload)
+                self._dedup.persisted(record.producer_name, record.last_sequence_id, item.entry_id)
+                self._last_publish_ms = max(self._last_publish_ms, item.timestamp_ms)
+                entry = item.entry_id + 1
+
+    # -- reading state --------------------------------------------------------------------------
+
+    @property
+    def meta(self) -> SegmentMeta:
+        return self._meta
+
+    @property
+    def last_entry_id(self) -> int:
+        return self._log.last_entry_id
+
+    @property
+    def sealed(self) -> bool:
+        return self._log.sealed
+
+    def highest_sequence_id(self, producer_name: str) -> int:
+        """The last sequence id durably written by ``producer_name`` (-1: none)."""
+        return self._dedup.highest_persisted(producer_name)
+
+    @property
+    def producer_epoch(self) -> int:
+        return self._access.epoch
+
+    @property
+    def subscriptions(self) -> dict[str, Subscription]:
+        return dict(self._subscriptions)
+
+    def subscription(self, name: str) -> Subscription:
+        try:
+            return self._subscriptions[name]
+        except KeyError:
+            raise SegmentError(
+                ErrorCode.SUBSCRIPTION_NOT_FOUND, f"segment {self.key} has no subscription {name!r}"
+            ) from None
+
+    # -- producers ------------------------------------------------------------------------------
+
+    async def open_producer(
+        self,
+        handle: Hashable,
+        name: str,
+        mode: ProducerAccessMode,
+        requested_epoch: int | None,
+        link: ProducerLink,
+    ) -> Grant:
+        """Admit a producer; a WaitForExclusive one waits here until it is granted."""
+        self._check_writable()
+        before = self._access.epoch
+        try:
+            result = self._access.open(handle, name, mode, requested_epoch)
+        except AccessError as error:
+            raise SegmentError(ErrorCode(error.code), str(error)) from None
+        self._producer_links[handle] = link
+        await self._close_fenced(list(result.fenced))
+        if result.standing is Standing.GRANTED:
+            assert result.grant is not None
+            await self._persist_epoch(before)
+            return result.grant
+        waiter: asyncio.Future[Grant] = asyncio.get_running_loop().create_future()
+        self._waiters[handle] = waiter
+        try:
+            return await waiter
+        except BaseException:
+            self._waiters.pop(handle, None)
+            await self.close_producer(handle)
+            raise
+
+    async def close_producer(self, handle: Hashable) -> None:
+        self._producer_links.pop(handle, None)
+        before = self._access.epoch
+        granted, refused = self._access.close(handle)
+        await self._settle_waiters(granted, refused, before)
+
+    async def fence(self, epoch: int) -> int:
+        """Raise the producer epoch to at least ``epoch`` (the controller's topic-wide grant)
+        and close every producer granted under an older one. Returns the epoch in force."""
+        before = self._access.epoch
+        fenced = self._access.fence(epoch)
+        await self._persist_epoch(before)
+        await self._close_fenced(fenced)
+        granted, refused = self._access.promote_waiters()
+        await self._settle_waiters(granted, refused, self._access.epoch)
+        return self._access.epoch
+
+    async def publish(self, handle: Hashable, send: Send) -> tuple[MessageId | None, bool]:
+        """Append one producer batch; return its id (None when a duplicate is no longer
+        remembered) and whether it was a duplicate. Durable before it returns."""
+        try:
+            grant = self._access.check_send(handle)
+        except AccessError as error:
+            raise SegmentError(ErrorCode(error.code), str(error)) from None
+        self._check_writable()
+        producer, last = grant.name, send.last_sequence_id
+        verdict = self._dedup.classify(producer, last)
+        if verdict is Verdict.IN_FLIGHT:
+            original = self._in_flight.get((producer, last))
+            if original is not None:
+                return MessageId(self.key.segment_id, await asyncio.shield(original)), True
+            verdict = Verdict.DUPLICATE
+        if verdict is Verdict.DUPLICATE:
+            entry = self._dedup.original_entry(producer, last)
+            return (None if entry is None else MessageId(self.key.segment_id, entry)), True
+        record = encode_batch(producer, send.sequence_id, send.messages)
+        if len(record) > self._config.max_message_bytes:
+            # Only a record past the limit can hold a message past it: check them one by one.
+            for message in send.messages:
+                if message.size_bytes > self._config.max_message_bytes:
+                    raise SegmentError(
+                        ErrorCode.MESSAGE_TOO_LARGE,
+                        f"a message of {message.size_bytes} bytes exceeds the limit of "
+                        f"{self._config.max_message_bytes}",
+                    )
+        publish_ms = max(self._last_publish_ms, int(time.time() * 1000))
+        self._last_publish_ms = publish_ms
+        self._dedup.pushed(producer, last)
+        done: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        self._in_flight[(producer, last)] = done
+        try:
+            entry_id = await self._log.append(record, publish_ms)
+        except BaseException as error:
+            self._dedup.failed(producer)
+            done.set_exception(self._translate(error))
+            done.exception()  # retrieved: a retry may or may not be waiting on it
+            raise self._translate(error) from None
+        finally:
+            self._in_flight.pop((producer, last), None)
+        done.set_result(entry_id)
+        self._dedup.persisted(producer, last, entry_id)
+        size = sum(len(m.payload) for m in send.messages)
+        self.messages_in_total += len(send.messages)
+        self.bytes_in_total += size
+        self.load.produced(len(send.messages), size)
+        self._entries_since_snapshot += 1
+        for subscription in self._subscriptions.values():
+            subscription.notify_appended()
+        if self._entries_since_snapshot >= _DEDUP_SNAPSHOT_EVERY:
+            await self._snapshot_dedup()
+        return MessageId(self.key.segment_id, entry_id), False
+
+    # -- subscriptions --------------------------------------------------------------------------
+
+    async def create_subscription(self, name: str, initial: InitialPosition) -> Subscription:
+        """Create ``name`` (idempotent: an existing subscription is returned unchanged)."""
+        if self._deleted:
+            raise SegmentError(ErrorCode.SEGMENT_NOT_FOUND, f"segment {self.key} was deleted")
+        existing = self._subscriptions.get(name)
+        if existing is not None:
+            return existing
+        start = (
+            self._log.first_entry_id
+            if initial is InitialPosition.EARLIEST
+            else self._log.last_entry_id + 1
+        )
+        state = CursorState.starting_at(max(0, start))
+        await self._cursors.save(name, state)
+        subscription = self._subscriptions[name] = self._new_subscription(name, state)
+        return subscription
+
+    async def delete_subscription(self, name: str) -> bool:
+        subscription = self._subscriptions.pop(name, None)
+        if subscription is None:
+            return False
+        await subscription.close(
+            ErrorCode.SUBSCRIPTION_NOT_FOUND, f"subscription {name!r} was deleted"
+        )
+        await self._cursors.delete(name)
+        return True
+
+    async def seek_by_timestamp(self, name: str, timestamp_ms: int) -> int:
+        entry = await self._log.find_entry_by_timestamp(timestamp_ms)
+        await self.subscription(name).seek(entry)
+        return entry
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    async def terminate(self) -> int:
+        """Seal the segment: appends are refused from now on. Returns the last entry id."""
+        last = await self._log.terminate()
+        await self._snapshot_dedup()
+        message = f"segment {self.key} is terminated at entry {last}: produce to its children"
+        links = list(self._producer_links.items())
+        for handle, _ in links:
+            self._access.close(handle)
+        self._producer_links.clear()
+        for waiter in self._waiters.values():
+            if not waiter.done():
+                waiter.set_exception(SegmentError(ErrorCode.SEGMENT_TERMINATED, message))
+        self._waiters.clear()
+        for _, link in links:
+            with contextlib.suppress(Exception):
+                await link.closed_by_broker(ErrorCode.SEGMENT_TERMINATED, message)
+        for subscription in self._subscriptions.values():
+            subscription.notify_appended()
+        return last
+
+    async def delete(self) -> None:
+        self._deleted = True
+        message = f"segment {self.key} was deleted"
+        await self._close_everything(ErrorCode.SEGMENT_NOT_FOUND, message)
+        await self._log.delete()
+        await self._cursors.remove()
+        await asyncio.to_thread(shutil.rmtree, self.directory, True)
+
+    async def close(self) -> None:
+        """Release the segment on shutdown; everything stays on disk."""
+        await self._close_everything(ErrorCode.SERVICE_NOT_READY, "the broker is shutting down")
+        with contextlib.suppress(Exception):
+            await self._snapshot_dedup()
+        await self._log.close()
+        await self._cursors.close()
+
+    async def apply_retention(self) -> int:
+        """Drop whole log files that every subscription has consumed and that are past the
+        retention size or age; unconsumed data is never dropped. Returns entries dropped."""
+        consumed = min(
+            (s.cursor.mark_delete for s in self._subscriptions.values()),
+            default=self._log.last_entry_id,
+        )
+        max_size_bytes = self._meta.retention_max_size_bytes
+        max_age_seconds = self._meta.retention_max_age_seconds
+        if max_size_bytes is None and max_age_seconds is None:
+            return 0
+        now_ms = int(time.time() * 1000)
+        keep_from = self._log.first_entry_id
+        total = self._log.size_bytes
+        for info in self._log.files[:-1]:
+            if info.last_entry_id > consumed:
+                break
+            too_big = max_size_bytes is not None and total > max_size_bytes
+            too_old = (
+                max_age_seconds is not None
+                and info.last_timestamp_ms is not None
+                and now_ms - info.last_timestamp_ms > max_age_seconds * 1000
+            )
+            if not (too_big or too_old):
+                break
+            keep_from = info.last_entry_id + 1
+            total -= info.size_bytes
+        if keep_from <= self._log.first_entry_id:
+            return 0
+        return await self._log.trim(keep_from)
+
+    def stats(self) -> dict[str, Any]:
+        subscriptions: dict[str, Any] = {}
+        for name, subscription in self._subscriptions.items():
+            dispatch = subscription.stats()
+            subscriptions[name] = {
+                "type": None if subscription.type is None else subscription.type.value,
+                "backlog": subscription.backlog(),
+                "markDelete": subscription.cursor.mark_delete,
+                "drained": subscription.is_drained(),
+                "consumers": subscription.consumer_count,
+                "dispatch": None if dispatch is None else _dispatch_stats(dispatch),
+            }
+        sample = self.load.sample()
+        return {
+            "namespace": self.key.namespace,
+            "topic": self.key.topic,
+            "segmentId": self.key.segment_id,
+            "descriptor": self._meta.descriptor,
+            "state": "Terminated" if self.sealed else "Active",
+            "firstEntryId": self._log.first_entry_id,
+            "lastEntryId": self._log.last_entry_id,
+            "sizeBytes": self._log.size_bytes,
+            "producerEpoch": self._access.epoch,
+            "producers": [
+                {"name": g.name, "accessMode": g.mode.value, "epoch": g.epoch}
+                for g in self._access.producers
+            ],
+            "rates": {
+                "msgRateIn": sample.msg_rate_in,
+                "msgRateOut": sample.msg_rate_out,
+                "byteRateIn": sample.byte_rate_in,
+                "byteRateOut": sample.byte_rate_out,
+            },
+            "subscriptions": subscriptions,
+        }
+
+    # -- internals ------------------------------------------------------------------------------
+
+    def _new_subscription(self, name: str, state: CursorState) -> Subscription:
+        return Subscription(
+            name,
+            self.key.segment_id,
+            state,
+            self._reader,
+            self._cursors.save,
+            functools.partial(self._parents_drained, name),
+            self._subscription_drained,
+            self.load.dispatched,
+            self._config.dispatch_batch,
+        )
+
+    def _parents_drained(self, subscription: str, kind: SegmentSubscriptionType) -> bool:
+        if not self._meta.parents:
+            return True
+        return self._gate.parents_drained(
+            self.key.namespace, self.key.topic, self._meta.parents, subscription
+        )
+
+    def _subscription_drained(self, subscription: str) -> None:
+        self._gate.mark_drained(
+            self.key.namespace, self.key.topic, self._meta.descriptor, subscription
+        )
+
+    def _gate_changed(self) -> None:
+        for subscription in self._subscriptions.values():
+            subscription.notify_gate_changed()
+
+    def _check_writable(self) -> None:
+        if self._deleted:
+            raise SegmentError(ErrorCode.SEGMENT_NOT_FOUND, f"segment {self.key} was deleted")
+        if self._log.sealed:
+            raise SegmentError(
+                ErrorCode.SEGMENT_TERMINATED,
+                f"segment {self.key} is terminated at entry {self._log.last_entry_id}: produce to its children",
+            )
+
+    def _translate(self, error: BaseException) -> BaseException:
+        if isinstance(error, SegmentTerminated):
+            return SegmentError(
+                ErrorCode.SEGMENT_TERMINATED, f"segment {self.key} is terminated: {error}"
+            )
+        if isinstance(error, RecordTooLarge):
+            return SegmentError(ErrorCode.MESSAGE_TOO_LARGE, str(error))
+        return error
+
+    async def _persist_epoch(self, before: int) -> None:
+        if self._access.epoch != before:
+            self._meta = self._meta.with_changes(producer_epoch=self._access.epoch)
+            await save_meta(self.directory, self._meta)
+
+    async def _close_fenced(self, fenced: list[Grant]) -> None:
+        for grant in fenced:
+            link = self._producer_links.pop(grant.handle, None)
+            if link is not None:
+                with contextlib.suppress(Exception):
+                    await link.closed_by_broker(
+                        ErrorCode.PRODUCER_FENCED,
+                        f"producer {grant.name!r} was fenced: the segment's producer epoch is now {self._access.epoch}",
+                    )
+
+    async def _settle_waiters(
+        self, granted: list[Grant], refused: list[tuple[Hashable, AccessError]], epoch_before: int
+    ) -> None:
+        await self._persist_epoch(epoch_before)
+        for grant in granted:
+            waiter = self._waiters.pop(grant.handle, None)
+            if waiter is not None and not waiter.done():
+                waiter.set_result(grant)
+        for handle, error in refused:
+            waiter = self._waiters.pop(handle, None)
+            if waiter is not None and not waiter.done():
+                waiter.set_exception(SegmentError(ErrorCode(error.code), str(error)))
+
+    async def _snapshot_dedup(self) -> None:
+        marks = {name: self._dedup.highest_persisted(name) for name in self._dedup.producers()}
+        self._meta = self._meta.with_changes(
+            dedup=marks, dedup_through_entry=self._log.last_entry_id
+        )
+        self._entries_since_snapshot = 0
+        await save_meta(self.directory, self._meta)
+
+    async def _close_everything(self, code: ErrorCode, message: str) -> None:
+        self._unlisten()
+        for subscription in self._subscriptions.values():
+            await subscription.close(code, message)
+        links = list(self._producer_links.values())
+        self._producer_links.clear()
+        for waiter in self._waiters.values():
+            if not waiter.done():
+                waiter.set_exception(SegmentError(code, message))
+        self._waiters.clear()
+        for link in links:
+            with contextlib.suppress(Exception):
+                await link.closed_by_broker(code, message)
+
+
+def _dispatch_stats(stats: Any) -> dict[str, Any]:
+    return {
+        "mode": stats.mode.value,
+        "bufferedMessages": stats.buffered_messages,
+        "replayMessages": stats.replay_messages,
+        "deliveredTotal": stats.delivered_total,
+        "ackedTotal": stats.acked_total,
+        "redeliveredTotal": stats.redelivered_total,
+        "drainingHashesCount": stats.draining_hashes_count,
+        "drainingHashesPendingMessages": stats.draining_hashes_pending_messages,
+        "drainingHashesClearedTotal": stats.draining_hashes_cleared_total,
+        "consumers": [
+            {
+                "consumerId": c.consumer_id,
+                "name": c.name,
+                "priority": c.priority,
+                "permits": c.permits,
+                "pendingMessages": c.pending_messages,
+                "active": c.active,
+                "assignedRanges": [str(r) for r in c.assigned_ranges],
+                "drainingHashes": [_draining(d) for d in c.draining_hashes],
+            }
+            for c in stats.consumers
+        ],
+    }
+
+
+def _draining(entry: Any) -> dict[str, Any]:
+    return {
+        "hash": entry.key_hash,
+        "pendingMessages": entry.pending_messages,
+        "blockedAttempts": entry.blocked_attempts,
+    }

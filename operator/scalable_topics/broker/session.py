@@ -1,0 +1,516 @@
+"""One client connection: protocol v1 frames in, producers and consumers multiplexed.
+
+The session reads frames in order. Requests that may take long (a WaitForExclusive producer,
+a durable send, an ack with a receipt) run as tasks so the connection keeps serving its other
+producers and consumers; a producer's receipts still go out in the order of its sends. A
+frame the session cannot read gets an Error naming the problem; the connection closes only
+for the errors after which it cannot continue (see ``ErrorCode.closes_connection``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import itertools
+import logging
+from collections.abc import Coroutine
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import WSMsgType, web
+
+from ..model.position import Position
+from ..protocol import (
+    SUPPORTED_VERSIONS,
+    Ack,
+    AckType,
+    Command,
+    Connect,
+    Connected,
+    ConsumerClose,
+    ConsumerClosed,
+    DeliveredMessage,
+    EndOfSegment,
+    Error,
+    ErrorCode,
+    Flow,
+    Message,
+    MessageId,
+    Nack,
+    Ping,
+    Pong,
+    ProducerClose,
+    ProducerClosed,
+    ProducerOpen,
+    ProducerOpened,
+    ProtocolError,
+    RedeliverUnacknowledged,
+    Seek,
+    Send,
+    SendError,
+    SendReceipt,
+    Subscribe,
+    Success,
+    Unsubscribe,
+    WatchClose,
+    WatchTopic,
+    decode_frame,
+    encode_frame,
+    negotiate_version,
+)
+from .config import BrokerConfig
+from .dispatch import Consumer, DispatchError
+from .registry import SegmentRegistry
+from .segment import HostedSegment, SegmentError
+from .subscription import Subscription, SubscriptionError
+
+log = logging.getLogger(__name__)
+
+_names = itertools.count(1)
+_dispatch_ids = itertools.count(
+    1
+)  # sessions number their consumers freely; dispatchers need unique ids
+
+
+class _RequestFailed(Exception):
+    def __init__(self, code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass(eq=False)
+class _Producer:
+    producer_id: int
+    name: str
+    segment: HostedSegment
+    session: Session
+    last_receipt: asyncio.Future[None] | None = None
+    closed: bool = False
+
+    async def closed_by_broker(self, code: ErrorCode, message: str) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        self.session.forget_producer(self.producer_id, self, code, message)
+        await self.session.send(ProducerClosed(self.producer_id, code, message))
+
+
+@dataclass(eq=False)
+class _Consumer:
+    consumer_id: int
+    dispatch_id: int  # unique within the subscription, across sessions
+    segment: HostedSegment
+    subscription: Subscription
+    session: Session
+    closed: bool = field(default=False)
+
+    async def deliver(self, messages: list[DeliveredMessage]) -> None:
+        await self.session.send(Message(self.consumer_id, tuple(messages)))
+
+    async def end_of_segment(self) -> None:
+        await self.session.send(EndOfSegment(self.consumer_id, self.segment.last_entry_id))
+
+    async def closed_by_broker(self, code: ErrorCode, message: str) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        self.session.forget_consumer(self.consumer_id, self)
+        await self.session.send(ConsumerClosed(self.consumer_id, code, message))
+
+
+class Session:
+    def __init__(
+        self, ws: web.WebSocketResponse, config: BrokerConfig, registry: SegmentRegistry
+    ) -> None:
+        self._ws = ws
+        self._config = config
+        self._registry = registry
+        self._version: int | None = None
+        self._producers: dict[int, _Producer] = {}
+        # Producers the broker closed (fenced, segment terminated): why, for their late sends.
+        self._closed_producers: dict[int, tuple[ErrorCode, str]] = {}
+        self._opening: dict[int, asyncio.Task[None]] = {}
+        self._consumers: dict[int, _Consumer] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._closing = False
+
+    # -- the read loop --------------------------------------------------------------------------
+
+    async def serve(self) -> None:
+        try:
+            async for frame in self._ws:
+                if frame.type is WSMsgType.BINARY:
+                    if not await self._handle_bytes(frame.data):
+                        break
+                elif frame.type is WSMsgType.TEXT:
+                    await self.send(
+                        Error(
+                            None,
+                            ErrorCode.MALFORMED_FRAME,
+                            "frames must be binary WebSocket messages",
+                        )
+                    )
+                elif frame.type is WSMsgType.ERROR:
+                    break
+        finally:
+            await self._release()
+
+    async def _handle_bytes(self, data: bytes) -> bool:
+        """Handle one frame; False when the connection must close."""
+        try:
+            command = decode_frame(data, self._config.max_frame_bytes)
+        except ProtocolError as error:
+            await self.send(Error.from_protocol_error(error))
+            return not error.code.closes_connection
+        if self._version is None and not isinstance(command, Connect):
+            await self.send(
+                Error(None, ErrorCode.NOT_CONNECTED, f"{type(command).__name__} before Connect")
+            )
+            return False
+        try:
+            await self._dispatch(command)
+        except (_RequestFailed, SubscriptionError, SegmentError) as failure:
+            await self.send(Error(_request_id(command), failure.code, str(failure)))
+            return not failure.code.closes_connection
+        except Exception as error:
+            # A bug must cost one request, not the connection or the broker.
+            log.exception("%s failed", type(command).__name__)
+            await self.send(
+                Error(_request_id(command), ErrorCode.INTERNAL_ERROR, f"internal error: {error}")
+            )
+        return True
+
+    async def _dispatch(self, command: Command) -> None:
+        match command:
+            case Connect():
+                await self._connect(command)
+            case Send():
+                self._send(command)
+            case Flow():
+                consumer = self._consumer(command.consumer_id)
+                consumer.subscription.add_permits(consumer.dispatch_id, command.permits)
+            case Ack():
+                self._spawn(self._ack(command))
+            case Nack():
+                consumer = self._consumer(command.consumer_id)
+                consumer.subscription.nack(
+                    consumer.dispatch_id,
+                    self._positions(consumer, command.message_ids),
+                    command.redelivery_delay_ms / 1000,
+                )
+            case RedeliverUnacknowledged():
+                consumer = self._consumer(command.consumer_id)
+                positions = (
+                    self._positions(consumer, command.message_ids) if command.message_ids else None
+                )
+                consumer.subscription.redeliver_unacknowledged(consumer.dispatch_id, positions)
+            case ProducerOpen():
+                self._open_producer(command)
+            case ProducerClose():
+                await self._close_producer(command)
+            case Subscribe():
+                await self._subscribe(command)
+            case ConsumerClose():
+                consumer = self._consumer(command.consumer_id)
+                self._detach(consumer)
+                await self.send(Success(command.request_id))
+            case Unsubscribe():
+                await self._unsubscribe(command)
+            case Seek():
+                self._spawn(self._seek(command))
+            case Ping():
+                await self.send(Pong())
+            case Pong():
+                pass
+            case WatchTopic() | WatchClose():
+                raise _RequestFailed(
+                    ErrorCode.INVALID_REQUEST, "this broker does not serve topic watch sessions yet"
+                )
+            case _:
+                raise _RequestFailed(
+                    ErrorCode.UNEXPECTED_COMMAND,
+                    f"{type(command).__name__} is sent by brokers, not clients",
+                )
+
+    # -- connection -----------------------------------------------------------------------------
+
+    async def _connect(self, command: Connect) -> None:
+        if self._version is not None:
+            raise _RequestFailed(
+                ErrorCode.UNEXPECTED_COMMAND, "the connection is already established"
+            )
+        expected = self._config.auth_token
+        if expected is not None and not (
+            command.auth_token is not None and hmac.compare_digest(command.auth_token, expected)
+        ):
+            raise _RequestFailed(
+                ErrorCode.AUTHENTICATION_FAILED, "the auth token is missing or wrong"
+            )
+        version = negotiate_version(command.protocol_versions)
+        if version is None:
+            raise _RequestFailed(
+                ErrorCode.UNSUPPORTED_VERSION,
+                f"this broker speaks protocol versions {list(SUPPORTED_VERSIONS)}, "
+                f"the client offered {list(command.protocol_versions)}",
+            )
+        self._version = version
+        await self.send(
+            Connected(
+                command.request_id,
+                version,
+                self._config.identity,
+                self._config.max_frame_bytes,
+                self._config.max_message_bytes,
+            )
+        )
+
+    # -- producers ------------------------------------------------------------------------------
+
+    def _open_producer(self, command: ProducerOpen) -> None:
+        if command.producer_id in self._producers or command.producer_id in self._opening:
+            raise _RequestFailed(
+                ErrorCode.ID_IN_USE,
+                f"producer id {command.producer_id} is in use on this connection",
+            )
+        segment = self._segment(command.topic, command.segment_id)
+        name = command.producer_name or f"{self._config.identity}-{next(_names)}"
+        producer = _Producer(command.producer_id, name, segment, self)
+        self._closed_producers.pop(command.producer_id, None)
+        task = asyncio.get_running_loop().create_task(self._admit(command, producer))
+        self._opening[command.producer_id] = task
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _admit(self, command: ProducerOpen, producer: _Producer) -> None:
+        try:
+            grant = await producer.segment.open_producer(
+                producer, producer.name, command.access_mode, command.producer_epoch, producer
+            )
+        except SegmentError as error:
+            await self.send(Error(command.request_id, error.code, str(error)))
+            return
+        finally:
+            self._opening.pop(command.producer_id, None)
+        if self._closing:
+            await producer.segment.close_producer(producer)
+            return
+        self._producers[command.producer_id] = producer
+        last = producer.segment.highest_sequence_id(producer.name)
+        await self.send(
+            ProducerOpened(
+                command.request_id, producer.name, grant.epoch, None if last < 0 else last
+            )
+        )
+
+    async def _close_producer(self, command: ProducerClose) -> None:
+        opening = self._opening.pop(command.producer_id, None)
+        if opening is not None:
+            opening.cancel()
+            await self.send(Success(command.request_id))
+            return
+        producer = self._producers.pop(command.producer_id, None)
+        if producer is None:
+            raise _RequestFailed(
+                ErrorCode.UNKNOWN_PRODUCER, f"producer id {command.producer_id} is not open"
+            )
+        producer.closed = True
+        await producer.segment.close_producer(producer)
+        await self.send(Success(command.request_id))
+
+    def _send(self, command: Send) -> None:
+        producer = self._producers.get(command.producer_id)
+        if producer is None:
+            # Answered per batch, so the producer can match the refusal to what it sent.
+            code, message = self._closed_producers.get(
+                command.producer_id,
+                (ErrorCode.UNKNOWN_PRODUCER, f"producer id {command.producer_id} is not open"),
+            )
+            self._spawn(
+                self.send(SendError(command.producer_id, command.sequence_id, code, message))
+            )
+            return
+        previous = producer.last_receipt
+        receipt_sent: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        producer.last_receipt = receipt_sent
+        self._spawn(self._publish(producer, command, previous, receipt_sent))
+
+    async def _publish(
+        self,
+        producer: _Producer,
+        command: Send,
+        previous: asyncio.Future[None] | None,
+        receipt_sent: asyncio.Future[None],
+    ) -> None:
+        reply: Command
+        try:
+            message_id, duplicate = await producer.segment.publish(producer, command)
+            reply = SendReceipt(command.producer_id, command.sequence_id, message_id, duplicate)
+        except SegmentError as error:
+            reply = SendError(command.producer_id, command.sequence_id, error.code, str(error))
+        except Exception as error:
+            log.exception("publish failed on %s", producer.segment.key)
+            reply = SendError(
+                command.producer_id, command.sequence_id, ErrorCode.INTERNAL_ERROR, str(error)
+            )
+        try:
+            if previous is not None:
+                await previous  # receipts in the order of the producer's sends
+            await self.send(reply)
+        finally:
+            receipt_sent.set_result(None)
+
+    # -- consumers ------------------------------------------------------------------------------
+
+    async def _subscribe(self, command: Subscribe) -> None:
+        if command.consumer_id in self._consumers:
+            raise _RequestFailed(
+                ErrorCode.ID_IN_USE,
+                f"consumer id {command.consumer_id} is in use on this connection",
+            )
+        segment = self._segment(command.topic, command.segment_id)
+        try:
+            subscription = await segment.create_subscription(
+                command.subscription, command.initial_position
+            )
+            consumer = _Consumer(
+                command.consumer_id, next(_dispatch_ids), segment, subscription, self
+            )
+            self._consumers[command.consumer_id] = consumer
+            subscription.add_consumer(
+                Consumer(consumer.dispatch_id, command.consumer_name, command.priority),
+                command.subscription_type,
+                consumer,
+                command.permits,
+            )
+        except (SegmentError, SubscriptionError) as error:
+            self._consumers.pop(command.consumer_id, None)
+            raise _RequestFailed(error.code, str(error)) from None
+        except DispatchError as error:
+            self._consumers.pop(command.consumer_id, None)
+            raise _RequestFailed(ErrorCode.CONSUMER_BUSY, str(error)) from None
+        await self.send(Success(command.request_id))
+
+    async def _unsubscribe(self, command: Unsubscribe) -> None:
+        consumer = self._consumer(command.consumer_id)
+        if consumer.subscription.consumer_count > 1:
+            raise _RequestFailed(
+                ErrorCode.CONSUMER_BUSY,
+                f"subscription {consumer.subscription.name!r} has other consumers; close them first",
+            )
+        self._detach(consumer)
+        await consumer.segment.delete_subscription(consumer.subscription.name)
+        await self.send(Success(command.request_id))
+
+    async def _ack(self, command: Ack) -> None:
+        try:
+            consumer = self._consumer(command.consumer_id)
+            positions = self._positions(consumer, command.message_ids)
+            await consumer.subscription.ack(
+                consumer.dispatch_id,
+                positions,
+                command.ack_type is AckType.CUMULATIVE,
+            )
+        except (_RequestFailed, SubscriptionError) as error:
+            await self.send(Error(command.request_id, error.code, str(error)))
+            return
+        if command.request_id is not None:
+            await self.send(Success(command.request_id))
+
+    async def _seek(self, command: Seek) -> None:
+        try:
+            consumer = self._consumer(command.consumer_id)
+            if command.message_id is not None:
+                await consumer.subscription.seek(
+                    self._positions(consumer, (command.message_id,))[0].entry_id
+                )
+            elif command.timestamp_ms is not None:
+                await consumer.segment.seek_by_timestamp(
+                    consumer.subscription.name, command.timestamp_ms
+                )
+        except (_RequestFailed, SubscriptionError, SegmentError) as error:
+            await self.send(Error(command.request_id, error.code, str(error)))
+            return
+        await self.send(Success(command.request_id))
+
+    # -- helpers --------------------------------------------------------------------------------
+
+    def _segment(self, topic: str, segment_id: int) -> HostedSegment:
+        try:
+            return self._registry.find(topic, segment_id)
+        except SegmentError as error:
+            raise _RequestFailed(error.code, str(error)) from None
+
+    def _consumer(self, consumer_id: int) -> _Consumer:
+        consumer = self._consumers.get(consumer_id)
+        if consumer is None:
+            raise _RequestFailed(
+                ErrorCode.UNKNOWN_CONSUMER, f"consumer id {consumer_id} is not subscribed"
+            )
+        return consumer
+
+    def _positions(self, consumer: _Consumer, message_ids: tuple[MessageId, ...]) -> list[Position]:
+        positions: list[Position] = []
+        for message_id in message_ids:
+            segment_id, entry_id, batch_index = message_id
+            if segment_id != consumer.segment.key.segment_id:
+                raise _RequestFailed(
+                    ErrorCode.INVALID_REQUEST,
+                    f"message id {message_id} belongs to segment {segment_id}, "
+                    f"consumer {consumer.consumer_id} reads segment {consumer.segment.key.segment_id}",
+                )
+            positions.append(Position(entry_id, batch_index))
+        if not positions:
+            raise _RequestFailed(ErrorCode.INVALID_REQUEST, "the request names no message")
+        return positions
+
+    def _detach(self, consumer: _Consumer) -> None:
+        consumer.closed = True
+        self._consumers.pop(consumer.consumer_id, None)
+        consumer.subscription.remove_consumer(consumer.dispatch_id)
+
+    def forget_producer(
+        self, producer_id: int, producer: _Producer, code: ErrorCode, message: str
+    ) -> None:
+        if self._producers.get(producer_id) is producer:
+            del self._producers[producer_id]
+            self._closed_producers[producer_id] = (code, message)
+
+    def forget_consumer(self, consumer_id: int, consumer: _Consumer) -> None:
+        if self._consumers.get(consumer_id) is consumer:
+            del self._consumers[consumer_id]
+
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def send(self, command: Command) -> None:
+        if self._ws.closed:
+            return
+        try:
+            await self._ws.send_bytes(encode_frame(command))
+        except ConnectionError:
+            log.debug("peer went away while sending %s", type(command).__name__)
+
+    async def _release(self) -> None:
+        """The connection ended: producers close, consumers leave (their pending messages go
+        back for redelivery), requests in flight are abandoned."""
+        self._closing = True
+        for task in list(self._opening.values()):
+            task.cancel()
+        for producer in list(self._producers.values()):
+            producer.closed = True
+            with contextlib.suppress(Exception):
+                await producer.segment.close_producer(producer)
+        self._producers.clear()
+        for consumer in list(self._consumers.values()):
+            with contextlib.suppress(Exception):
+                self._detach(consumer)
+        for task in list(self._tasks):
+            task.cancel()
+
+
+def _request_id(command: Command) -> int | None:
+    request_id = getattr(command, "request_id", None)
+    return request_id if isinstance(request_id, int) else None

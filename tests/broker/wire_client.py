@@ -1,0 +1,252 @@
+"""A minimal protocol v1 client for broker tests: requests matched by id, events queued."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections import defaultdict
+from typing import Any
+
+import aiohttp
+
+from scalable_topics.protocol import (
+    PROTOCOL_VERSION,
+    Ack,
+    AckType,
+    BatchMessage,
+    Command,
+    Connect,
+    Connected,
+    ConsumerClosed,
+    DeliveredMessage,
+    EndOfSegment,
+    Error,
+    Flow,
+    InitialPosition,
+    Message,
+    MessageId,
+    Nack,
+    ProducerAccessMode,
+    ProducerClose,
+    ProducerClosed,
+    ProducerOpen,
+    ProducerOpened,
+    SegmentSubscriptionType,
+    Send,
+    SendError,
+    SendReceipt,
+    Subscribe,
+    Success,
+    decode_frame,
+    encode_frame,
+)
+
+TIMEOUT = 20.0
+
+
+class RequestFailed(Exception):
+    def __init__(self, error: Error) -> None:
+        super().__init__(f"{error.code}: {error.message}")
+        self.code = error.code
+
+
+class WireClient:
+    def __init__(self) -> None:
+        self._ids = itertools.count(1)
+        self._pending: dict[int, asyncio.Future[Command]] = {}
+        self._receipts: dict[tuple[int, int], asyncio.Future[Command]] = {}
+        self.messages: dict[int, asyncio.Queue[DeliveredMessage | None]] = defaultdict(
+            asyncio.Queue
+        )
+        self.closed = False
+        self._sending: set[asyncio.Future[None]] = set()
+        self.events: asyncio.Queue[Command] = asyncio.Queue()
+        self.unmatched_errors: asyncio.Queue[Error] = asyncio.Queue()
+        self._session: aiohttp.ClientSession | None = None
+        self._ws: aiohttp.ClientWebSocketResponse | None = None
+        self._reader: asyncio.Task[None] | None = None
+
+    @classmethod
+    async def connect(cls, url: str, token: str | None = None) -> WireClient:
+        client = cls()
+        client._session = aiohttp.ClientSession()
+        client._ws = await client._session.ws_connect(url + "/ws", max_msg_size=0)
+        client._reader = asyncio.create_task(client._read())
+        reply = await client.request(Connect(client.next_id(), (PROTOCOL_VERSION,), "tests", token))
+        assert isinstance(reply, Connected)
+        return client
+
+    def next_id(self) -> int:
+        return next(self._ids)
+
+    async def close(self) -> None:
+        if self._ws is not None:
+            await self._ws.close()
+        if self._reader is not None:
+            self._reader.cancel()
+        if self._session is not None:
+            await self._session.close()
+
+    async def send_raw(self, data: bytes) -> None:
+        assert self._ws is not None
+        await self._ws.send_bytes(data)
+
+    async def send_command(self, command: Command) -> None:
+        await self.send_raw(encode_frame(command))
+
+    async def request(self, command: Any) -> Command:
+        future: asyncio.Future[Command] = asyncio.get_running_loop().create_future()
+        self._pending[command.request_id] = future
+        await self.send_command(command)
+        async with asyncio.timeout(TIMEOUT):
+            reply = await future
+        if isinstance(reply, Error):
+            raise RequestFailed(reply)
+        return reply
+
+    # -- producers ------------------------------------------------------------------------------
+
+    async def open_producer(
+        self,
+        producer_id: int,
+        topic: str,
+        segment_id: int,
+        name: str | None = None,
+        mode: ProducerAccessMode = ProducerAccessMode.SHARED,
+        epoch: int | None = None,
+    ) -> ProducerOpened:
+        reply = await self.request(
+            ProducerOpen(self.next_id(), producer_id, topic, segment_id, name, mode, epoch)
+        )
+        assert isinstance(reply, ProducerOpened)
+        return reply
+
+    async def close_producer(self, producer_id: int) -> None:
+        await self.request(ProducerClose(self.next_id(), producer_id))
+
+    def send_batch(
+        self, producer_id: int, sequence_id: int, messages: list[BatchMessage]
+    ) -> asyncio.Future[Command]:
+        """Send a batch now; the future resolves to its SendReceipt or SendError."""
+        future: asyncio.Future[Command] = asyncio.get_running_loop().create_future()
+        self._receipts[(producer_id, sequence_id)] = future
+        sending = asyncio.ensure_future(
+            self.send_command(Send(producer_id, sequence_id, tuple(messages)))
+        )
+        self._sending.add(sending)
+        sending.add_done_callback(self._sending.discard)
+        return future
+
+    async def send(
+        self, producer_id: int, sequence_id: int, *messages: BatchMessage
+    ) -> SendReceipt:
+        async with asyncio.timeout(TIMEOUT):
+            reply = await self.send_batch(producer_id, sequence_id, list(messages))
+        if isinstance(reply, SendError):
+            raise RequestFailed(Error(None, reply.code, reply.message))
+        assert isinstance(reply, SendReceipt)
+        return reply
+
+    # -- consumers ------------------------------------------------------------------------------
+
+    async def subscribe(
+        self,
+        consumer_id: int,
+        topic: str,
+        segment_id: int,
+        subscription: str,
+        kind: SegmentSubscriptionType,
+        name: str = "consumer",
+        permits: int = 1000,
+        initial: InitialPosition = InitialPosition.EARLIEST,
+        priority: int = 0,
+    ) -> None:
+        reply = await self.request(
+            Subscribe(
+                self.next_id(),
+                consumer_id,
+                topic,
+                segment_id,
+                subscription,
+                kind,
+                name,
+                priority,
+                initial,
+                permits,
+            )
+        )
+        assert isinstance(reply, Success)
+
+    async def flow(self, consumer_id: int, permits: int) -> None:
+        await self.send_command(Flow(consumer_id, permits))
+
+    async def receive(self, consumer_id: int, timeout: float = TIMEOUT) -> DeliveredMessage:
+        if self.closed and self.messages[consumer_id].empty():
+            raise ConnectionError("the connection is closed")
+        async with asyncio.timeout(timeout):
+            message = await self.messages[consumer_id].get()
+        if message is None:
+            raise ConnectionError("the connection closed")
+        return message
+
+    async def receive_n(
+        self, consumer_id: int, count: int, timeout: float = TIMEOUT
+    ) -> list[DeliveredMessage]:
+        return [await self.receive(consumer_id, timeout) for _ in range(count)]
+
+    async def ack(
+        self, consumer_id: int, *ids: MessageId, cumulative: bool = False, receipt: bool = True
+    ) -> None:
+        kind = AckType.CUMULATIVE if cumulative else AckType.INDIVIDUAL
+        if receipt:
+            await self.request(Ack(consumer_id, kind, tuple(ids), self.next_id()))
+        else:
+            await self.send_command(Ack(consumer_id, kind, tuple(ids)))
+
+    async def nack(self, consumer_id: int, *ids: MessageId, delay_ms: int = 0) -> None:
+        await self.send_command(Nack(consumer_id, tuple(ids), delay_ms))
+
+    async def next_event(self, kind: type[Command], timeout: float = TIMEOUT) -> Any:
+        async with asyncio.timeout(timeout):
+            while True:
+                event = await self.events.get()
+                if isinstance(event, kind):
+                    return event
+
+    # -- reading --------------------------------------------------------------------------------
+
+    async def _read(self) -> None:
+        try:
+            await self._read_frames()
+        finally:
+            # The connection is gone: whoever waits for an answer gets an error now.
+            self.closed = True
+            for future in [*self._pending.values(), *self._receipts.values()]:
+                if not future.done():
+                    future.set_exception(ConnectionError("the connection closed"))
+            for queue in self.messages.values():
+                queue.put_nowait(None)
+
+    async def _read_frames(self) -> None:
+        assert self._ws is not None
+        async for frame in self._ws:
+            if frame.type is not aiohttp.WSMsgType.BINARY:
+                continue
+            command = decode_frame(frame.data, 1 << 30)
+            match command:
+                case Message():
+                    for message in command.messages:
+                        self.messages[command.consumer_id].put_nowait(message)
+                case SendReceipt() | SendError():
+                    future = self._receipts.pop((command.producer_id, command.sequence_id), None)
+                    if future is not None and not future.done():
+                        future.set_result(command)
+                case ProducerClosed() | ConsumerClosed() | EndOfSegment():
+                    self.events.put_nowait(command)
+                case _:
+                    request_id = getattr(command, "request_id", None)
+                    future = self._pending.pop(request_id, None) if request_id is not None else None
+                    if future is not None and not future.done():
+                        future.set_result(command)
+                    elif isinstance(command, Error):
+                        self.unmatched_errors.put_nowait(command)
