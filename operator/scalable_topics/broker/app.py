@@ -91,6 +91,11 @@ def run(config: BrokerConfig) -> None:
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     config.data_dir.mkdir(parents=True, exist_ok=True)
+    # The dispatch path allocates a few short-lived objects per message; collecting the young
+    # generation every 700 allocations costs throughput. Objects from start-up are frozen so
+    # that full collections do not walk them again.
+    gc.freeze()
+    gc.set_threshold(50_000, 50, 100)
     web.run_app(
         build_app(config), host=config.host, port=config.port, print=None, handle_signals=True
     )

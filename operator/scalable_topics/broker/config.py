@@ -24,6 +24,11 @@ class BrokerConfig(BaseModel):
     sync: SyncPolicyName = "batch"
     max_frame_bytes: int = Field(default=5 * 1024 * 1024, ge=1024)
     max_message_bytes: int = Field(default=5 * 1024 * 1024 - 64 * 1024, ge=1)
+    log_file_bytes: int = Field(
+        default=64 * 1024 * 1024,
+        ge=4096,
+        description="a segment log rolls to a new file past this; retention drops whole files",
+    )
     dispatch_batch: int = Field(default=512, ge=1, description="max messages in one delivery frame")
     key_shared_unblock_interval: float = Field(default=0.1, ge=0)
     retention_check_interval: float = Field(default=60.0, gt=0)

@@ -159,6 +159,7 @@ class HostedSegment:
             directory / "log",
             sync=SyncPolicy.named(config.sync),
             max_record_bytes=config.max_frame_bytes,
+            file_bytes=config.log_file_bytes,
         )
         try:
             cursors = await CursorStore.open(directory / "cursors")

@@ -1,0 +1,84 @@
+"""A hosted segment in-process: retention, reopening, and the drained report."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from scalable_topics.broker.config import BrokerConfig
+from scalable_topics.broker.segment import HostedSegment
+from scalable_topics.broker.segment_meta import SegmentMeta
+from scalable_topics.model.position import Position
+from scalable_topics.model.resources import ProducerAccessMode
+from scalable_topics.protocol import BatchMessage, InitialPosition, Send
+
+
+class RecordingGate:
+    def __init__(self) -> None:
+        self.drained: list[tuple[str, str]] = []
+
+    def parents_drained(
+        self, namespace: str, topic: str, parents: tuple[int, ...], subscription: str
+    ) -> bool:
+        return True
+
+    def mark_drained(self, namespace: str, topic: str, descriptor: str, subscription: str) -> None:
+        self.drained.append((descriptor, subscription))
+
+    def listen(self, callback: Callable[[], None]) -> Callable[[], None]:
+        return lambda: None
+
+
+def config(tmp_path: Path) -> BrokerConfig:
+    return BrokerConfig(data_dir=tmp_path, store_url="embedded:unused.db", log_file_bytes=4096)
+
+
+async def fill(segment: HostedSegment, batches: int) -> None:
+    await segment.open_producer("p", "p", ProducerAccessMode.SHARED, None, None)  # type: ignore[arg-type]
+    for sequence in range(batches):
+        await segment.publish("p", Send(1, sequence, (BatchMessage(b"r" * 500, "k"),)))
+
+
+async def test_retention_drops_only_consumed_files_past_the_limit(tmp_path: Path) -> None:
+    meta = SegmentMeta("default", "orders", 0, 0, 0xFFFF, retention_max_size_bytes=8192)
+    segment = await HostedSegment.create(
+        tmp_path / "seg", meta, ["slow", "fast"], config(tmp_path), RecordingGate()
+    )
+    try:
+        await fill(segment, 60)
+        assert segment.stats()["sizeBytes"] > 8192
+        assert await segment.apply_retention() == 0  # nothing consumed by every subscription
+        fast = segment.subscriptions["fast"]
+        slow = segment.subscriptions["slow"]
+        fast.cursor.ack_cumulative(Position(59), 1)
+        slow.cursor.ack_cumulative(Position(29), 1)
+        dropped = await segment.apply_retention()
+        assert 0 < dropped <= 30  # only files "slow" has consumed
+        first = segment.stats()["firstEntryId"]
+        assert first == dropped
+        assert first <= 30  # everything "slow" has not acknowledged is still there
+    finally:
+        await segment.close()
+
+
+async def test_reopened_segment_keeps_epoch_subscriptions_and_dedup(tmp_path: Path) -> None:
+    meta = SegmentMeta("default", "orders", 3, 0, 0x7FFF)
+    segment = await HostedSegment.create(
+        tmp_path / "seg", meta, ["sub"], config(tmp_path), RecordingGate()
+    )
+    await segment.open_producer("x", "writer", ProducerAccessMode.EXCLUSIVE, None, None)  # type: ignore[arg-type]
+    first, duplicate = await segment.publish("x", Send(1, 0, (BatchMessage(b"a"),)))
+    assert not duplicate
+    await segment.close()
+    reopened = await HostedSegment.open(tmp_path / "seg", config(tmp_path), RecordingGate())
+    try:
+        assert reopened.producer_epoch == 1
+        assert set(reopened.subscriptions) == {"sub"}
+        await reopened.create_subscription("late", InitialPosition.LATEST)
+        await reopened.open_producer("y", "writer", ProducerAccessMode.EXCLUSIVE, 1, None)  # type: ignore[arg-type]
+        again, duplicate = await reopened.publish("y", Send(1, 0, (BatchMessage(b"a"),)))
+        assert duplicate
+        assert again == first
+        assert reopened.highest_sequence_id("writer") == 0
+    finally:
+        await reopened.close()
