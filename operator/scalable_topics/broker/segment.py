@@ -478,6 +478,7 @@ class HostedSegment:
             self._subscription_drained,
             self.load.dispatched,
             self._config.dispatch_batch,
+            self._config.key_shared_unblock_interval,
         )
 
     def _parents_drained(self, subscription: str, kind: SegmentSubscriptionType) -> bool:

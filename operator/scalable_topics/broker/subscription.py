@@ -14,6 +14,7 @@ until ``gate_open`` says every parent is drained for this subscription (DESIGN g
 from __future__ import annotations
 
 import asyncio
+import bisect
 import contextlib
 import logging
 import time
@@ -98,12 +99,13 @@ class ConsumerLink(Protocol):
 _Cached = tuple[Message, list[Any], int]
 
 
-def _make_dispatcher(kind: SegmentSubscriptionType) -> Dispatcher:
+def _make_dispatcher(kind: SegmentSubscriptionType, unblocking_interval: float) -> Dispatcher:
+    if kind is SegmentSubscriptionType.KEY_SHARED:
+        return KeySharedDispatcher(unblocking_interval=unblocking_interval)
     factories: dict[SegmentSubscriptionType, Callable[[], Dispatcher]] = {
         SegmentSubscriptionType.EXCLUSIVE: ExclusiveDispatcher,
         SegmentSubscriptionType.FAILOVER: FailoverDispatcher,
         SegmentSubscriptionType.SHARED: SharedDispatcher,
-        SegmentSubscriptionType.KEY_SHARED: KeySharedDispatcher,
     }
     return factories[kind]()
 
@@ -120,6 +122,7 @@ class Subscription:
         on_drained: Callable[[str], None],
         on_dispatched: Callable[[int, int], None],
         dispatch_batch: int = 512,
+        unblocking_interval: float = 0.1,
     ) -> None:
         self.name = name
         self._segment_id = segment_id
@@ -130,6 +133,7 @@ class Subscription:
         self._on_drained = on_drained
         self._on_dispatched = on_dispatched
         self._dispatch_batch = dispatch_batch
+        self._unblocking_interval = unblocking_interval
         self._type: SegmentSubscriptionType | None = None
         self._dispatcher: Dispatcher | None = None
         self._links: dict[ConsumerId, ConsumerLink] = {}
@@ -188,7 +192,7 @@ class Subscription:
                 f"while any is attached (asked for {kind})",
             )
         if self._dispatcher is None:
-            self._type, self._dispatcher = kind, _make_dispatcher(kind)
+            self._type, self._dispatcher = kind, _make_dispatcher(kind, self._unblocking_interval)
         self._dispatcher.add_consumer(consumer)
         self._links[consumer.consumer_id] = link
         if permits:
@@ -229,7 +233,9 @@ class Subscription:
                     f"cumulative acks need an Exclusive or Failover subscription, {self.name!r} is {self._type}",
                 )
             upto = max(positions)
-            covered = [m.position for m in dispatcher.pending(consumer_id) if m.position <= upto]
+            pending = dispatcher.pending(consumer_id)  # sorted by position
+            cut = bisect.bisect_right(pending, upto, key=lambda message: message.position)
+            covered = [message.position for message in pending[:cut]]
             dispatcher.ack(consumer_id, covered)
             self._cursor.ack_cumulative(upto, await self._batch_size(upto))
             for position in covered:
@@ -274,7 +280,7 @@ class Subscription:
         kind = self._type
         self._reset_dispatch()
         if kind is not None and consumers:
-            self._type, self._dispatcher = kind, _make_dispatcher(kind)
+            self._type, self._dispatcher = kind, _make_dispatcher(kind, self._unblocking_interval)
             for consumer in consumers:
                 self._dispatcher.add_consumer(consumer)
         self._drained_reported = False

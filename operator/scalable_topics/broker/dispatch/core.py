@@ -1,0 +1,255 @@
+"""Bookkeeping every dispatcher shares: consumers, permits, pending messages, redelivery counts.
+
+Subclasses decide who receives what (``take_deliveries``) and where returned messages wait
+(``_requeue``); :class:`LogOrderCore` is the base of the modes that replay in log order.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from scalable_topics.model.position import Position
+
+from .base import (
+    Consumer,
+    ConsumerId,
+    ConsumerStats,
+    Delivery,
+    DispatcherStats,
+    DispatchMode,
+    DuplicateConsumer,
+    Message,
+    UnknownConsumer,
+)
+from .replay import ReplayQueue
+
+DEFAULT_MAX_BUFFERED = 5_000
+
+
+@dataclass(slots=True, eq=False)
+class ConsumerState:
+    """One attached consumer; compared and hashed by identity."""
+
+    consumer: Consumer
+    permits: int = 0
+    pending: dict[Position, Message] = field(default_factory=dict)
+    """Delivered and not acknowledged, in delivery order."""
+
+
+class DispatcherCore(ABC):
+    mode: DispatchMode
+
+    def __init__(self, *, max_buffered: int = DEFAULT_MAX_BUFFERED) -> None:
+        if max_buffered < 1:
+            raise ValueError(f"max_buffered must be at least 1, not {max_buffered}")
+        self._max_buffered = max_buffered
+        self._consumers: dict[ConsumerId, ConsumerState] = {}
+        self._incoming: list[Message] = []
+        self._last_accepted: Position | None = None
+        # Only messages that came back have an entry: first deliveries cost no lookup.
+        self._redelivery_counts: dict[Position, int] = {}
+        self._delivered_total = 0
+        self._acked_total = 0
+        self._redelivered_total = 0
+
+    # -- what subclasses provide ---------------------------------------------------------------
+
+    @abstractmethod
+    def add_consumer(self, consumer: Consumer) -> None: ...
+
+    @abstractmethod
+    def take_deliveries(self) -> list[Delivery]: ...
+
+    @abstractmethod
+    def read_budget(self) -> int: ...
+
+    @property
+    @abstractmethod
+    def _replay_size(self) -> int: ...
+
+    @abstractmethod
+    def _requeue(self, messages: list[Message]) -> None:
+        """Hold messages that came back until they can be dispatched again."""
+
+    @abstractmethod
+    def _on_removed(self, state: ConsumerState) -> None:
+        """The consumer left; its pending messages are returned right after this."""
+
+    @abstractmethod
+    def _released(self, state: ConsumerState, messages: list[Message], closing: bool) -> None:
+        """These messages stopped being pending at the consumer (acked, returned, or closing)."""
+
+    def _is_active(self, state: ConsumerState) -> bool:
+        return True
+
+    # -- the Dispatcher protocol ---------------------------------------------------------------
+
+    def remove_consumer(self, consumer_id: ConsumerId) -> None:
+        state = self._consumers.pop(consumer_id, None)
+        if state is None:
+            raise UnknownConsumer(consumer_id)
+        self._on_removed(state)
+        self._return_pending(state, closing=True)
+
+    def add_permits(self, consumer_id: ConsumerId, permits: int) -> None:
+        if permits < 0:
+            raise ValueError(f"permits are granted in non-negative amounts, not {permits}")
+        self._state(consumer_id).permits += permits
+
+    def accept(self, messages: Sequence[Message]) -> None:
+        if not messages:
+            return
+        first = messages[0].position
+        if self._last_accepted is not None and first <= self._last_accepted:
+            raise ValueError(
+                f"messages must arrive in log order: {first} after {self._last_accepted}"
+            )
+        self._incoming.extend(messages)
+        self._last_accepted = messages[-1].position
+
+    @property
+    def buffered(self) -> int:
+        return len(self._incoming) + self._replay_size
+
+    @property
+    def outstanding(self) -> int:
+        return self.buffered + sum(len(state.pending) for state in self._consumers.values())
+
+    def ack(self, consumer_id: ConsumerId, positions: Iterable[Position]) -> None:
+        state = self._consumers.get(consumer_id)
+        if state is None:
+            return
+        pending = state.pending
+        acked = [message for p in positions if (message := pending.pop(p, None)) is not None]
+        if not acked:
+            return
+        self._acked_total += len(acked)
+        counts = self._redelivery_counts
+        if counts:
+            for message in acked:
+                counts.pop(message.position, None)
+        self._released(state, acked, False)
+
+    def redeliver(
+        self, consumer_id: ConsumerId, positions: Iterable[Position] | None = None
+    ) -> None:
+        state = self._consumers.get(consumer_id)
+        if state is None:
+            return
+        if positions is None:
+            self._return_pending(state, closing=False)
+            return
+        pending = state.pending
+        returned = [message for p in positions if (message := pending.pop(p, None)) is not None]
+        if returned:
+            self._released(state, returned, False)
+            self._return(returned)
+
+    def unblock_wakeup(self, now: float) -> float | None:
+        return None
+
+    def pending(self, consumer_id: ConsumerId) -> list[Message]:
+        return sorted(self._state(consumer_id).pending.values())
+
+    def consumers(self) -> list[Consumer]:
+        return [state.consumer for state in self._consumers.values()]
+
+    def stats(self) -> DispatcherStats:
+        return DispatcherStats(
+            mode=self.mode,
+            consumers=tuple(self._consumer_stats(state) for state in self._consumers.values()),
+            buffered_messages=self.buffered,
+            replay_messages=self._replay_size,
+            delivered_total=self._delivered_total,
+            acked_total=self._acked_total,
+            redelivered_total=self._redelivered_total,
+        )
+
+    # -- helpers for subclasses ----------------------------------------------------------------
+
+    def _register(self, consumer: Consumer) -> ConsumerState:
+        if consumer.consumer_id in self._consumers:
+            raise DuplicateConsumer(consumer.consumer_id)
+        state = self._consumers[consumer.consumer_id] = ConsumerState(consumer)
+        return state
+
+    def _state(self, consumer_id: ConsumerId) -> ConsumerState:
+        state = self._consumers.get(consumer_id)
+        if state is None:
+            raise UnknownConsumer(consumer_id)
+        return state
+
+    def _record_sent(self, state: ConsumerState, messages: list[Message]) -> Delivery:
+        """Make the messages pending at the consumer. Permits are the caller's to charge."""
+        pending = state.pending
+        for message in messages:
+            pending[message.position] = message
+        self._delivered_total += len(messages)
+        counts = self._redelivery_counts
+        redeliveries = (
+            [counts.get(message.position, 0) for message in messages]
+            if counts
+            else [0] * len(messages)
+        )
+        return Delivery(state.consumer.consumer_id, messages, redeliveries)
+
+    def _return_pending(self, state: ConsumerState, *, closing: bool) -> None:
+        if not state.pending:
+            return
+        returned = list(state.pending.values())
+        state.pending.clear()
+        self._released(state, returned, closing)
+        self._return(returned)
+
+    def _return(self, messages: list[Message]) -> None:
+        counts = self._redelivery_counts
+        for message in messages:
+            counts[message.position] = counts.get(message.position, 0) + 1
+        self._redelivered_total += len(messages)
+        self._requeue(messages)
+
+    def _consumer_stats(self, state: ConsumerState) -> ConsumerStats:
+        consumer = state.consumer
+        return ConsumerStats(
+            consumer_id=consumer.consumer_id,
+            name=consumer.name,
+            priority=consumer.priority,
+            permits=state.permits,
+            pending_messages=len(state.pending),
+            active=self._is_active(state),
+        )
+
+
+class LogOrderCore(DispatcherCore):
+    """Exclusive, Failover and Shared: returned messages wait in one position-ordered replay
+    set, and every delivery takes from it before any newly read message."""
+
+    def __init__(self, *, max_buffered: int = DEFAULT_MAX_BUFFERED) -> None:
+        super().__init__(max_buffered=max_buffered)
+        self._replay = ReplayQueue()
+
+    @property
+    def _replay_size(self) -> int:
+        return len(self._replay)
+
+    def _requeue(self, messages: list[Message]) -> None:
+        self._replay.add(messages)
+
+    def _released(self, state: ConsumerState, messages: list[Message], closing: bool) -> None:
+        """Nothing to track: these modes keep no per-message state beyond pending."""
+
+    def _take_in_order(self, limit: int) -> list[Message]:
+        """Up to ``limit`` messages: the replay set by position, then new reads in log order."""
+        batch = self._replay.pop_first(limit) if self._replay else []
+        wanted = limit - len(batch)
+        incoming = self._incoming
+        if wanted > 0 and incoming:
+            batch.extend(incoming[:wanted])
+            del incoming[:wanted]
+        return batch
+
+    def _budget_for(self, permits: int) -> int:
+        """Read what the permits can take that the buffer does not already hold."""
+        return max(0, min(permits, self._max_buffered) - self.buffered)
