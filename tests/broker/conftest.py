@@ -26,7 +26,8 @@ def free_port() -> int:
 class BrokerProcess:
     """A ``stctl broker`` child process that tests can kill and restart on the same data."""
 
-    def __init__(self, root: Path, store_url: str, port: int | None = None) -> None:
+    def __init__(self, root: Path, store_url: str, port: int | None = None, *extra: str) -> None:
+        self.extra = list(extra)
         self.data_dir = root / "broker"
         self.store_url = store_url
         self.port = port or free_port()
@@ -49,6 +50,7 @@ class BrokerProcess:
                 self.store_url,
                 "--port",
                 str(self.port),
+                *self.extra,
             ],
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -81,10 +83,18 @@ class BrokerProcess:
                 self.process.kill()
                 self.process.wait()
 
-    async def admin(self, method: str, path: str, body: object | None = None) -> tuple[int, object]:
+    async def admin(
+        self,
+        method: str,
+        path: str,
+        body: object | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> tuple[int, object]:
         async with (
             aiohttp.ClientSession() as http,
-            http.request(method, self.url + "/admin/v1/segments" + path, json=body) as response,
+            http.request(
+                method, self.url + "/admin/v1/segments" + path, json=body, headers=headers
+            ) as response,
         ):
             payload = await response.json() if response.content_type == "application/json" else None
             return response.status, payload

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import random
+from pathlib import Path
 
 import aiohttp
+import pytest
 from conftest import BrokerProcess
-from wire_client import WireClient
+from wire_client import RequestFailed, WireClient
 
 from scalable_topics.protocol import (
     PROTOCOL_VERSION,
@@ -106,3 +108,28 @@ async def test_oversize_message_is_refused_and_not_stored(broker: BrokerProcess)
         await client.send(1, 1, BatchMessage(b"small"))
     finally:
         await client.close()
+
+
+async def test_a_token_protected_broker_refuses_strangers(tmp_path: Path) -> None:
+    broker = BrokerProcess(
+        tmp_path, f"embedded://{tmp_path / 'store.db'}", None, "--auth-token", "s3cret"
+    )
+    await broker.start()
+    try:
+        status, body = await broker.admin("PUT", "/default/orders/0000-ffff-0", {})
+        assert status == 401
+        assert body["code"] == "AuthenticationFailed"  # type: ignore[index]
+        status, _ = await broker.admin(
+            "PUT", "/default/orders/0000-ffff-0", {}, {"Authorization": "Bearer s3cret"}
+        )
+        assert status == 201
+        with pytest.raises(RequestFailed) as refused:
+            await WireClient.connect(broker.ws_url, token="wrong")
+        assert refused.value.code is ErrorCode.AUTHENTICATION_FAILED
+        client = await WireClient.connect(broker.ws_url, token="s3cret")
+        try:
+            await client.open_producer(1, TOPIC, 0)
+        finally:
+            await client.close()
+    finally:
+        broker.stop()
