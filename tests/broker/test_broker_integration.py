@@ -17,6 +17,7 @@ from scalable_topics.protocol import (
     ErrorCode,
     ProducerAccessMode,
     ProducerClosed,
+    Seek,
     SegmentSubscriptionType,
 )
 
@@ -146,8 +147,6 @@ async def test_seek_replays_from_an_entry(broker: BrokerProcess) -> None:
         await client.subscribe(1, TOPIC, 0, "sub", SegmentSubscriptionType.EXCLUSIVE)
         messages = await client.receive_n(1, 5)
         await client.ack(1, messages[-1].message_id, cumulative=True)
-        from scalable_topics.protocol import Seek
-
         await client.request(Seek(client.next_id(), 1, messages[2].message_id))
         await client.flow(1, 10)
         replayed = await client.receive_n(1, 3)
@@ -240,3 +239,26 @@ async def test_exclusive_producers(broker: BrokerProcess) -> None:
     finally:
         for client in (first, second, third):
             await client.close()
+
+
+async def test_seek_by_timestamp_starts_at_the_first_message_published_then(
+    broker: BrokerProcess,
+) -> None:
+    await make_segment(broker, subscriptions=["sub"])
+    client = await WireClient.connect(broker.ws_url)
+    try:
+        await client.open_producer(1, TOPIC, 0)
+        await client.send(1, 0, BatchMessage(b"old"))
+        await asyncio.sleep(0.05)
+        await client.send(1, 1, BatchMessage(b"new-1"))
+        await client.send(1, 2, BatchMessage(b"new-2"))
+        await client.subscribe(1, TOPIC, 0, "sub", SegmentSubscriptionType.EXCLUSIVE)
+        messages = await client.receive_n(1, 3)
+        await client.ack(1, messages[-1].message_id, cumulative=True)
+        await client.request(Seek(client.next_id(), 1, None, messages[1].publish_time_ms))
+        await client.flow(1, 10)
+        assert [m.payload for m in await client.receive_n(1, 2)] == [b"new-1", b"new-2"]
+        with pytest.raises(TimeoutError):
+            await client.receive(1, timeout=0.3)
+    finally:
+        await client.close()
