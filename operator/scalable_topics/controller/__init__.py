@@ -1,0 +1,1 @@
+"""The control plane: per-topic leadership, layout changes, placement and consumer assignment."""

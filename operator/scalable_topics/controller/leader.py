@@ -1,0 +1,144 @@
+"""Per-topic leader election on a store Lease, with client-go's timing rules.
+
+A candidate campaigns every ``retry_period`` (with jitter) until it holds the lease, then
+renews it every ``retry_period``. A leader that has not renewed for ``renew_deadline`` stops
+acting: it cancels its leader work and gives up. Because ``renew_deadline`` is shorter than
+``lease_duration``, and another candidate takes the lease only after seeing it unrenewed for a
+whole ``lease_duration`` on its own clock, the old leader has stopped before anyone else
+starts. The lease's transition count at the time of acquiring is the leader's *term*.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
+from typing import Any
+
+from ..model.clock import Clock
+from ..store import LeaseLock, StoreError
+
+log = logging.getLogger(__name__)
+
+JITTER_FACTOR = 1.2  # client-go's wait.JitterUntil factor for the retry period
+
+
+@dataclass(frozen=True, slots=True)
+class ElectionTiming:
+    lease_duration: float = 15.0
+    renew_deadline: float = 10.0
+    retry_period: float = 2.0
+
+    def __post_init__(self) -> None:
+        if not self.lease_duration > self.renew_deadline:
+            raise ValueError(
+                f"lease_duration ({self.lease_duration}s) must exceed renew_deadline ({self.renew_deadline}s): "
+                "a leader must stop acting before its lease can expire elsewhere"
+            )
+        if not self.renew_deadline > JITTER_FACTOR * self.retry_period:
+            raise ValueError(
+                f"renew_deadline ({self.renew_deadline}s) must exceed {JITTER_FACTOR} x retry_period "
+                f"({self.retry_period}s), or a single slow retry loses the lease"
+            )
+        if self.retry_period <= 0:
+            raise ValueError(f"retry_period must be positive, not {self.retry_period}")
+
+
+LeaderWork = Callable[[int], Coroutine[Any, Any, None]]
+
+
+class LeaderElector:
+    """Campaign for one lease and run ``lead(term)`` while holding it."""
+
+    def __init__(
+        self,
+        lock: LeaseLock,
+        timing: ElectionTiming,
+        clock: Clock,
+        lead: LeaderWork,
+        jitter: Callable[[], float] = random.random,
+    ) -> None:
+        self._lock = lock
+        self._timing = timing
+        self._clock = clock
+        self._lead = lead
+        self._jitter = jitter
+        self._term: int | None = None
+
+    @property
+    def term(self) -> int | None:
+        """The term being led, or None while not leading."""
+        return self._term
+
+    async def run(self) -> None:
+        """Campaign, lead until leadership is lost, then return (the caller may run again).
+        Cancelling it while leading stops the leader work and releases the lease; a failure of
+        the leader work releases the lease and is raised."""
+        await self._campaign()
+        record = self._lock.record
+        assert record is not None
+        self._term = record.lease_transitions
+        log.info("%s leads term %d", self._lock.identity, self._term)
+        loop = asyncio.get_running_loop()
+        work = loop.create_task(self._lead(self._term), name=f"leader term {self._term}")
+        renewal = loop.create_task(self._keep_renewing(), name=f"lease renewal term {self._term}")
+        lost = False
+        try:
+            done, _ = await asyncio.wait({work, renewal}, return_when=asyncio.FIRST_COMPLETED)
+            lost = renewal in done
+            if lost:
+                log.warning(
+                    "%s stops leading term %d: no renewal within %ss",
+                    self._lock.identity,
+                    self._term,
+                    self._timing.renew_deadline,
+                )
+        finally:
+            for task in (work, renewal):
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+            if not lost:
+                await self._release()
+            self._term = None
+        failure = None if work.cancelled() or work not in done else work.exception()
+        if failure is not None:
+            raise failure
+
+    async def _campaign(self) -> None:
+        # Polling is the protocol: a lease expires by not being renewed, which nothing announces.
+        while not await self._attempt():  # noqa: ASYNC110
+            await asyncio.sleep(
+                self._timing.retry_period * (1 + (JITTER_FACTOR - 1) * self._jitter())
+            )
+
+    async def _keep_renewing(self) -> None:
+        """Return once the lease could not be renewed for ``renew_deadline``."""
+        last_renewal = self._clock.monotonic()
+        while True:
+            await asyncio.sleep(self._timing.retry_period)
+            while not await self._attempt():
+                if self._clock.monotonic() - last_renewal >= self._timing.renew_deadline:
+                    return
+                await asyncio.sleep(self._timing.retry_period / 4)
+            last_renewal = self._clock.monotonic()
+
+    async def _attempt(self) -> bool:
+        try:
+            return await self._lock.try_acquire_or_renew()
+        except StoreError:
+            log.warning(
+                "lease %s: the store refused the attempt", self._lock.identity, exc_info=True
+            )
+            return False
+
+    async def _release(self) -> None:
+        try:
+            await self._lock.release()
+        except StoreError:
+            log.warning(
+                "lease %s: releasing failed; it will expire", self._lock.identity, exc_info=True
+            )
