@@ -15,6 +15,7 @@ from .admin import REGISTRY_KEY, TOKEN_KEY, add_routes, admin_errors
 from .config import BrokerConfig
 from .drain_markers import DrainMarkers
 from .metrics import metrics_handler
+from .registration import Registration
 from .registry import SegmentRegistry
 from .session import Session
 
@@ -51,11 +52,14 @@ def build_app(config: BrokerConfig, store: Store | None = None) -> web.Applicati
         registry = SegmentRegistry(config, markers)
         await registry.start()
         app[REGISTRY_KEY] = registry
+        registration = Registration(backend, config, lambda: _load(registry))
+        await registration.start()
         retention = asyncio.get_running_loop().create_task(_retention_loop(registry, config))
         log.info("broker %s serving %s", config.identity, config.url)
         try:
             yield
         finally:
+            await registration.stop()
             retention.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await retention
@@ -69,6 +73,11 @@ def build_app(config: BrokerConfig, store: Store | None = None) -> web.Applicati
     app.router.add_get("/metrics", metrics_handler)
     add_routes(app)
     return app
+
+
+def _load(registry: SegmentRegistry) -> tuple[int, float]:
+    segments = list(registry)
+    return len(segments), sum(s.load.sample().msg_rate_in for s in segments)
 
 
 async def _retention_loop(registry: SegmentRegistry, config: BrokerConfig) -> None:

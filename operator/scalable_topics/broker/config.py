@@ -33,6 +33,12 @@ class BrokerConfig(BaseModel):
     key_shared_unblock_interval: float = Field(default=0.1, ge=0)
     retention_check_interval: float = Field(default=60.0, gt=0)
     load_window_seconds: float = Field(default=60.0, gt=0)
+    system_namespace: str = Field(
+        default="scalable-topics", description="namespace of the brokers' heartbeat Leases"
+    )
+    heartbeat_seconds: float = Field(
+        default=5.0, gt=0, description="how often the broker renews its Lease"
+    )
     auth_token: str | None = Field(default=None, description="when set, clients must present it")
 
     @property

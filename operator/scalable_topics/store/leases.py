@@ -101,6 +101,10 @@ class LeaseLock:
         """The lease as this lock last read or wrote it; None before the first attempt."""
         return self._observed
 
+    def annotate(self, annotations: Mapping[str, str]) -> None:
+        """Annotations to write with the next acquire or renew (e.g. a holder's current load)."""
+        self._annotations.update(annotations)
+
     @property
     def is_leader(self) -> bool:
         """Whether the last observed record names this candidate (it may have expired since)."""
