@@ -1,0 +1,290 @@
+"""A topic's lifecycle, reconciled by its leader: creation and finalizer-driven deletion.
+
+``reconcile`` is idempotent and resumable: every step reads what the store and the brokers
+already have, does only what is missing, and writes with a compare-and-swap on the
+resourceVersion it read, so a controller that dies anywhere is replaced by one that finishes
+the same work, and a deposed leader's late write is refused.
+
+Creation: the layout (``initialSegments``) goes into the topic's status first, then one
+Segment object per segment (labelled with the topic, owned by it), then each segment is placed
+on the least-loaded live broker (recorded in the Segment status before the storage is made, so
+a retry goes to the same broker) and created there with the declared subscriptions at
+Earliest. When every active segment is served, the topic is Ready.
+
+Deletion: the finalizer holds the topic while every segment's storage and Segment object is
+removed; storage or objects already gone count as done, so a retried delete never gets stuck.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..model.clock import Clock
+from ..model.conditions import Condition, set_condition
+from ..model.layout import SegmentLayout
+from ..model.placement import BrokerInfo, choose_broker
+from ..model.resources import (
+    API_VERSION,
+    FINALIZER,
+    TOPIC_LABEL,
+    ScalableTopic,
+    Segment,
+    SegmentPhase,
+    TopicPhase,
+    segment_object_name,
+)
+from ..store import AlreadyExists, Conflict, NotFound, Store
+from .broker_admin import BrokerAdmin
+from .brokers import registered_brokers
+
+log = logging.getLogger(__name__)
+
+READY = "Ready"
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderIdentity:
+    identity: str
+    endpoint: str | None
+    term: int
+
+
+class TopicLifecycle:
+    def __init__(
+        self,
+        store: Store,
+        admin: BrokerAdmin,
+        clock: Clock,
+        leader: LeaderIdentity,
+        system_namespace: str,
+    ) -> None:
+        self._store = store
+        self._admin = admin
+        self._clock = clock
+        self._leader = leader
+        self._system_namespace = system_namespace
+
+    async def reconcile(self, namespace: str, name: str) -> bool:
+        """Bring the topic one full pass closer to its spec; True when it is settled (Ready, or
+        deleted). Raises Conflict when someone else wrote first: read again and retry."""
+        try:
+            raw = await self._store.get(ScalableTopic.KIND, namespace, name)
+        except NotFound:
+            return True
+        topic = ScalableTopic.model_validate(raw)
+        if topic.metadata.deletion_timestamp is not None:
+            return await self._finalize(topic)
+        if FINALIZER not in topic.metadata.finalizers:
+            raw = await self._store.patch(
+                ScalableTopic.KIND,
+                namespace,
+                name,
+                {"metadata": {"finalizers": [*topic.metadata.finalizers, FINALIZER]}},
+                resource_version=topic.metadata.resource_version,
+            )
+            topic = ScalableTopic.model_validate(raw)
+        if not topic.status.segments:
+            raw = await self._write_initial_layout(topic)
+            topic = ScalableTopic.model_validate(raw)
+        layout = SegmentLayout.from_status(topic.status.to_wire())
+        served = 0
+        placements = _Placements()
+        for info in layout.segments.values():
+            segment = await self._ensure_segment_object(topic, layout, info.segment_id)
+            if await self._ensure_storage(topic, segment, info.is_active, placements):
+                served += 1 if info.is_active else 0
+        ready = served == len(layout.active)
+        await self._write_readiness(namespace, name, ready, len(layout.active))
+        return ready
+
+    # -- creation -------------------------------------------------------------------------------
+
+    async def _write_initial_layout(self, topic: ScalableTopic) -> dict[str, Any]:
+        layout = SegmentLayout.initial(topic.spec.initial_segments, self._clock.now())
+        status = {
+            **topic.status.to_wire(),
+            **layout.to_status(),
+            "activeSegments": len(layout.active),
+            "phase": TopicPhase.PENDING.value,
+            "controller": self._controller_status(),
+        }
+        raw = topic.to_wire()
+        raw["status"] = status
+        return await self._store.replace_status(raw)
+
+    async def _ensure_segment_object(
+        self, topic: ScalableTopic, layout: SegmentLayout, segment_id: int
+    ) -> dict[str, Any]:
+        info = layout.get(segment_id)
+        namespace, name = topic.metadata.namespace or "default", topic.metadata.name
+        object_name = segment_object_name(name, info.descriptor)
+        try:
+            return await self._store.get(Segment.KIND, namespace, object_name)
+        except NotFound:
+            pass
+        segment = {
+            "apiVersion": API_VERSION,
+            "kind": Segment.KIND,
+            "metadata": {
+                "name": object_name,
+                "namespace": namespace,
+                "labels": {TOPIC_LABEL: name},
+                "ownerReferences": [
+                    {
+                        "apiVersion": API_VERSION,
+                        "kind": ScalableTopic.KIND,
+                        "name": name,
+                        "uid": topic.metadata.uid,
+                        "controller": True,
+                        "blockOwnerDeletion": True,
+                    }
+                ],
+            },
+            "spec": {
+                "topic": name,
+                "segmentId": info.segment_id,
+                "hashRange": {"start": info.hash_range.start, "end": info.hash_range.end},
+                "parents": list(info.parent_ids),
+                "subscriptions": [s.name for s in topic.spec.subscriptions],
+            },
+        }
+        try:
+            return await self._store.create(segment)
+        except AlreadyExists:
+            return await self._store.get(Segment.KIND, namespace, object_name)
+
+    async def _ensure_storage(
+        self, topic: ScalableTopic, raw: dict[str, Any], active: bool, placements: _Placements
+    ) -> bool:
+        """Place the segment and create its storage; True when it is served."""
+        segment = Segment.model_validate(raw)
+        wanted = SegmentPhase.ACTIVE if active else SegmentPhase.TERMINATED
+        if segment.status.broker is not None and segment.status.state is wanted:
+            return True
+        namespace = segment.metadata.namespace or "default"
+        broker = segment.status.broker
+        if broker is None:
+            if placements.brokers is None:
+                placements.brokers = await registered_brokers(self._store, self._system_namespace)
+            chosen = choose_broker(placements.brokers, self._clock.now(), placements.planned)
+            placements.planned[chosen.identity] = placements.planned.get(chosen.identity, 0) + 1
+            broker = chosen.url
+            # Record the placement before creating storage: a retry goes to the same broker.
+            raw = await self._store.patch_status(
+                Segment.KIND,
+                namespace,
+                segment.metadata.name,
+                {
+                    "status": {
+                        "broker": broker,
+                        "state": SegmentPhase.PENDING.value,
+                        "range": _range(segment),
+                    }
+                },
+                resource_version=segment.metadata.resource_version,
+            )
+        retention = topic.spec.retention
+        descriptor = segment.metadata.name.removeprefix(f"{segment.spec.topic}-")
+        await self._admin.create_segment(
+            broker,
+            namespace,
+            segment.spec.topic,
+            descriptor,
+            parents=segment.spec.parents,
+            subscriptions=segment.spec.subscriptions,
+            producer_epoch=topic.status.producer.epoch if topic.status.producer else 0,
+            retention=(
+                (retention.max_size_bytes, retention.max_age_seconds)
+                if retention is not None
+                else (None, None)
+            ),
+        )
+        if not active:
+            await self._admin.terminate_segment(broker, namespace, segment.spec.topic, descriptor)
+        await self._store.patch_status(
+            Segment.KIND,
+            namespace,
+            segment.metadata.name,
+            {"status": {"state": wanted.value}},
+            resource_version=Segment.model_validate(raw).metadata.resource_version,
+        )
+        return True
+
+    async def _write_readiness(self, namespace: str, name: str, ready: bool, active: int) -> None:
+        raw = await self._store.get(ScalableTopic.KIND, namespace, name)
+        topic = ScalableTopic.model_validate(raw)
+        condition = Condition(
+            type=READY,
+            status="True" if ready else "False",
+            reason="SegmentsServed" if ready else "PlacingSegments",
+            message=f"{active} active segments served"
+            if ready
+            else "segments are being placed on brokers",
+            last_transition_time=self._clock.now(),
+            observed_generation=topic.metadata.generation,
+        )
+        status = topic.status.model_copy(
+            update={
+                "conditions": set_condition(topic.status.conditions, condition),
+                "phase": TopicPhase.READY if ready else TopicPhase.PENDING,
+                "active_segments": active,
+                "observed_generation": topic.metadata.generation,
+            }
+        )
+        raw["status"] = status.to_wire()
+        await self._store.replace_status(raw)
+
+    def _controller_status(self) -> dict[str, Any]:
+        status: dict[str, Any] = {"identity": self._leader.identity, "term": self._leader.term}
+        if self._leader.endpoint:
+            status["endpoint"] = self._leader.endpoint
+        return status
+
+    # -- deletion -------------------------------------------------------------------------------
+
+    async def _finalize(self, topic: ScalableTopic) -> bool:
+        """Remove every segment, then the finalizer; True when the topic is gone."""
+        namespace, name = topic.metadata.namespace or "default", topic.metadata.name
+        listing = await self._store.list(
+            Segment.KIND, namespace=namespace, label_selector=f"{TOPIC_LABEL}={name}"
+        )
+        for item in listing.items:
+            segment = Segment.model_validate(item)
+            if segment.status.broker is not None:
+                descriptor = segment.metadata.name.removeprefix(f"{name}-")
+                gone = not await self._admin.delete_segment(
+                    segment.status.broker, namespace, name, descriptor
+                )
+                if gone:
+                    log.info("segment %s of %s/%s was already gone", descriptor, namespace, name)
+            with contextlib.suppress(NotFound):
+                await self._store.delete(Segment.KIND, namespace, segment.metadata.name)
+        finalizers = [f for f in topic.metadata.finalizers if f != FINALIZER]
+        try:
+            await self._store.patch(
+                ScalableTopic.KIND,
+                namespace,
+                name,
+                {"metadata": {"finalizers": finalizers}},
+                resource_version=topic.metadata.resource_version,
+            )
+        except NotFound:
+            pass
+        except Conflict:
+            return False  # changed under us: the next pass reads it again
+        return True
+
+
+@dataclass(slots=True)
+class _Placements:
+    """One pass's view of the brokers, and what it placed before their loads report it."""
+
+    brokers: list[BrokerInfo] | None = None
+    planned: dict[str, int] = field(default_factory=dict)
+
+
+def _range(segment: Segment) -> str:
+    return f"{segment.spec.hash_range.start:04x}-{segment.spec.hash_range.end:04x}"

@@ -1,0 +1,132 @@
+"""Topic lifecycle against the embedded store and two real broker applications on loopback."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import aiohttp
+import pytest
+from aiohttp.test_utils import TestServer
+
+from scalable_topics.broker.app import build_app
+from scalable_topics.broker.config import BrokerConfig
+from scalable_topics.controller.broker_admin import BrokerAdmin
+from scalable_topics.controller.lifecycle import LeaderIdentity, TopicLifecycle
+from scalable_topics.model.clock import SystemClock
+from scalable_topics.model.resources import FINALIZER, TOPIC_LABEL, ScalableTopic, Segment
+from scalable_topics.store import EmbeddedStore
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@dataclass
+class Cluster:
+    store: EmbeddedStore
+    lifecycle: TopicLifecycle
+    admin: BrokerAdmin
+    broker_urls: list[str]
+
+
+@pytest.fixture
+async def cluster(tmp_path: Path) -> AsyncIterator[Cluster]:
+    async with (
+        await EmbeddedStore.open(tmp_path / "store.db") as store,
+        aiohttp.ClientSession() as http,
+    ):
+        servers = []
+        for index in range(2):
+            port = free_port()
+            config = BrokerConfig(
+                data_dir=tmp_path / f"b{index}", store_url="embedded:unused.db", port=port
+            )
+            server = TestServer(build_app(config, store=store), host="127.0.0.1", port=port)
+            await server.start_server()
+            servers.append(server)
+        try:
+            admin = BrokerAdmin(http)
+            leader = LeaderIdentity("controller-0", "ws://controller-0:8080", 1)
+            lifecycle = TopicLifecycle(store, admin, SystemClock(), leader, "scalable-topics")
+            yield Cluster(store, lifecycle, admin, [f"ws://127.0.0.1:{s.port}" for s in servers])
+        finally:
+            for server in servers:
+                await server.close()
+
+
+def topic_manifest(initial: int = 4) -> dict[str, object]:
+    return ScalableTopic.model_validate(
+        {
+            "metadata": {"name": "orders", "namespace": "default"},
+            "spec": {
+                "initialSegments": initial,
+                "subscriptions": [{"name": "billing", "type": "Stream"}],
+            },
+        }
+    ).to_wire()
+
+
+async def test_a_new_topic_gets_its_layout_segments_storage_and_ready(cluster: Cluster) -> None:
+    await cluster.store.create(topic_manifest(4))
+    assert await cluster.lifecycle.reconcile("default", "orders")
+    topic = ScalableTopic.model_validate(
+        await cluster.store.get(ScalableTopic.KIND, "default", "orders")
+    )
+    assert FINALIZER in topic.metadata.finalizers
+    assert (topic.status.epoch, topic.status.active_segments, topic.status.phase) == (0, 4, "Ready")
+    assert topic.status.controller is not None and topic.status.controller.term == 1
+    ready = [c for c in topic.status.conditions if c.type == "Ready"]
+    assert [(c.status, c.reason) for c in ready] == [("True", "SegmentsServed")]
+    listing = await cluster.store.list(
+        Segment.KIND, namespace="default", label_selector=f"{TOPIC_LABEL}=orders"
+    )
+    segments = [Segment.model_validate(item) for item in listing.items]
+    assert sorted(s.metadata.name for s in segments) == [
+        "orders-0000-3fff-0",
+        "orders-4000-7fff-1",
+        "orders-8000-bfff-2",
+        "orders-c000-ffff-3",
+    ]
+    assert {s.status.state for s in segments} == {"Active"}
+    placed = [s.status.broker for s in segments]
+    assert sorted(placed) == sorted(cluster.broker_urls * 2)  # spread evenly over both brokers
+    for segment in segments:
+        descriptor = segment.metadata.name.removeprefix("orders-")
+        assert segment.status.broker is not None
+        assert await cluster.admin.subscriptions(
+            segment.status.broker, "default", "orders", descriptor
+        ) == ["billing"]
+    # A second pass changes nothing.
+    before = await cluster.store.list(Segment.KIND, namespace="default")
+    assert await cluster.lifecycle.reconcile("default", "orders")
+    after = await cluster.store.list(Segment.KIND, namespace="default")
+    assert [o["metadata"]["resourceVersion"] for o in before.items] == [
+        o["metadata"]["resourceVersion"] for o in after.items
+    ]
+
+
+async def test_deleting_a_topic_removes_everything_even_what_is_already_gone(
+    cluster: Cluster,
+) -> None:
+    await cluster.store.create(topic_manifest(2))
+    assert await cluster.lifecycle.reconcile("default", "orders")
+    listing = await cluster.store.list(Segment.KIND, namespace="default")
+    first = Segment.model_validate(listing.items[0])
+    assert first.status.broker is not None
+    # Half of an earlier delete already happened: one segment's storage is gone.
+    assert await cluster.admin.delete_segment(
+        first.status.broker, "default", "orders", "0000-7fff-0"
+    )
+    await cluster.store.delete(ScalableTopic.KIND, "default", "orders")  # held by the finalizer
+    assert await cluster.lifecycle.reconcile("default", "orders")
+    assert (await cluster.store.list(ScalableTopic.KIND)).items == []
+    assert (await cluster.store.list(Segment.KIND)).items == []
+    for url in cluster.broker_urls:
+        for descriptor in ("0000-7fff-0", "8000-ffff-1"):
+            assert not await cluster.admin.delete_segment(url, "default", "orders", descriptor)
+    assert await cluster.lifecycle.reconcile("default", "orders")  # nothing left: settled
