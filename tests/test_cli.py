@@ -35,3 +35,25 @@ def test_crds_prints_applyable_definitions() -> None:
         "scalabletopics.scalabletopics.dev",
         "segments.scalabletopics.dev",
     ]
+
+
+def test_controller_refuses_timing_that_could_overlap_leaders() -> None:
+    result = _stctl(
+        "controller",
+        "--store",
+        "embedded:unused.db",
+        "--lease-duration",
+        "5",
+        "--renew-deadline",
+        "6",
+    )
+    assert result.returncode == 2
+    assert "must exceed renew_deadline" in result.stderr
+
+
+def test_help_lists_only_working_commands() -> None:
+    result = _stctl("--help")
+    assert result.returncode == 0
+    listed = result.stdout.split("commands:")[1]
+    for command in ("crds", "broker", "controller"):
+        assert command in listed

@@ -6,6 +6,7 @@ Only commands that work end to end are registered here; each later component add
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from collections.abc import Callable, Sequence
 
@@ -74,6 +75,71 @@ def _add_broker(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
     broker.set_defaults(run=_run_broker)
 
 
+def _run_controller(args: argparse.Namespace) -> int:
+    import asyncio
+    import logging
+    import socket
+
+    from .controller.leader import ElectionTiming
+    from .controller.manager import ControllerConfig, ControllerManager
+    from .store import open_store
+
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    try:
+        timing = ElectionTiming(args.lease_duration, args.renew_deadline, args.retry_period)
+        store = open_store(args.store)
+    except ValueError as error:
+        print(f"stctl controller: {error}", file=sys.stderr)
+        return 2
+    config = ControllerConfig(
+        identity=args.identity or socket.gethostname(),
+        endpoint=args.endpoint,
+        system_namespace=args.system_namespace,
+        timing=timing,
+        admin_token=args.auth_token,
+    )
+
+    async def serve() -> None:
+        try:
+            await ControllerManager(store, config).run()
+        finally:
+            await store.close()
+
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(serve())
+    return 0
+
+
+def _add_controller(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    controller = commands.add_parser(
+        "controller",
+        help="run a controller: leads topics (per-topic leases), creates and deletes their segments",
+        description="Run a controller process. Every controller campaigns for every topic's Lease; "
+        "the holder reconciles the topic (layout, Segment objects, placement, storage, deletion).",
+    )
+    controller.add_argument(
+        "--store", required=True, help="store URL, e.g. embedded:///var/lib/st/store.db"
+    )
+    controller.add_argument(
+        "--identity", help="this controller's identity (default: the host name)"
+    )
+    controller.add_argument("--endpoint", help="the endpoint published with the topic leases")
+    controller.add_argument(
+        "--system-namespace", default="scalable-topics", help="where brokers register"
+    )
+    controller.add_argument(
+        "--lease-duration", type=float, default=15.0, help="seconds (default 15)"
+    )
+    controller.add_argument(
+        "--renew-deadline", type=float, default=10.0, help="seconds (default 10)"
+    )
+    controller.add_argument("--retry-period", type=float, default=2.0, help="seconds (default 2)")
+    controller.add_argument("--auth-token", help="token for the brokers' admin API")
+    controller.set_defaults(run=_run_controller)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="stctl",
@@ -88,6 +154,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     crds.set_defaults(run=_print_crds)
     _add_broker(commands)
+    _add_controller(commands)
     return parser
 
 

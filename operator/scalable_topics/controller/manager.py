@@ -1,0 +1,181 @@
+"""A controller process: campaigns for every ScalableTopic's Lease and leads the ones it wins.
+
+Each topic has a Lease ``<topic>-controller`` in its namespace, annotated with the holder's
+endpoint. Any number of controller processes may run; each topic is led by exactly one, which
+reconciles it whenever the topic changes (and retries with backoff while it is not settled).
+When a topic is gone, its campaign stops and its Lease is removed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from dataclasses import dataclass, field
+
+import aiohttp
+
+from ..model.clock import Clock, SystemClock
+from ..model.placement import NoLiveBroker
+from ..model.resources import GROUP, ScalableTopic
+from ..store import EventType, Expired, LeaseLock, NotFound, Store, StoreError
+from ..store.kinds import LEASE
+from .broker_admin import BrokerAdmin, BrokerAdminError, BrokerUnreachable
+from .leader import ElectionTiming, LeaderElector
+from .lifecycle import LeaderIdentity, TopicLifecycle
+
+log = logging.getLogger(__name__)
+
+ENDPOINT_ANNOTATION = f"{GROUP}/controller-endpoint"
+_RETRY_FIRST, _RETRY_MAX = 0.5, 30.0
+
+
+@dataclass(frozen=True, slots=True)
+class ControllerConfig:
+    identity: str
+    endpoint: str | None = None
+    system_namespace: str = "scalable-topics"
+    timing: ElectionTiming = field(default_factory=ElectionTiming)
+    admin_token: str | None = None
+
+
+def controller_lease_name(topic: str) -> str:
+    return f"{topic}-controller"
+
+
+class _Topic:
+    """One topic's campaign and the wake-up its leader waits on."""
+
+    def __init__(self) -> None:
+        self.changed = asyncio.Event()
+        self.task: asyncio.Task[None] | None = None
+
+
+class ControllerManager:
+    def __init__(self, store: Store, config: ControllerConfig, clock: Clock | None = None) -> None:
+        self._store = store
+        self._config = config
+        self._clock = clock
+        self._topics: dict[tuple[str, str], _Topic] = {}
+        self._admin: BrokerAdmin | None = None
+
+    async def run(self) -> None:
+        """Follow every ScalableTopic until cancelled."""
+        clock = self._clock or SystemClock(asyncio.get_running_loop().time)
+        self._clock = clock
+        async with aiohttp.ClientSession() as session:
+            self._admin = BrokerAdmin(session, self._config.admin_token)
+            try:
+                await self._follow_topics()
+            finally:
+                for topic in self._topics.values():
+                    if topic.task is not None:
+                        topic.task.cancel()
+                await asyncio.gather(
+                    *(t.task for t in self._topics.values() if t.task), return_exceptions=True
+                )
+
+    async def _follow_topics(self) -> None:
+        while True:
+            try:
+                listing = await self._store.list(ScalableTopic.KIND)
+                present = set()
+                for item in listing.items:
+                    key = (item["metadata"]["namespace"], item["metadata"]["name"])
+                    present.add(key)
+                    self._touch(key)
+                for key in set(self._topics) - present:
+                    await self._forget(key)
+                async with self._store.watch(
+                    ScalableTopic.KIND, resource_version=listing.resource_version
+                ) as events:
+                    async for event in events:
+                        key = (
+                            event.object["metadata"]["namespace"],
+                            event.object["metadata"]["name"],
+                        )
+                        if event.type is EventType.DELETED:
+                            await self._forget(key)
+                        else:
+                            self._touch(key)
+            except asyncio.CancelledError:
+                raise
+            except Expired:
+                continue
+            except StoreError:
+                log.warning("watching ScalableTopics failed; listing again", exc_info=True)
+                await asyncio.sleep(_RETRY_FIRST)
+
+    def _touch(self, key: tuple[str, str]) -> None:
+        topic = self._topics.get(key)
+        if topic is None:
+            topic = self._topics[key] = _Topic()
+            topic.task = asyncio.get_running_loop().create_task(
+                self._campaign(key, topic), name=f"campaign {key}"
+            )
+        topic.changed.set()
+
+    async def _forget(self, key: tuple[str, str]) -> None:
+        topic = self._topics.pop(key, None)
+        if topic is None or topic.task is None:
+            return
+        topic.task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await topic.task
+        with contextlib.suppress(NotFound, StoreError):
+            await self._store.delete(LEASE.kind, key[0], controller_lease_name(key[1]))
+
+    async def _campaign(self, key: tuple[str, str], topic: _Topic) -> None:
+        namespace, name = key
+        assert self._clock is not None
+        annotations = {ENDPOINT_ANNOTATION: self._config.endpoint} if self._config.endpoint else {}
+        lock = LeaseLock(
+            self._store,
+            namespace,
+            controller_lease_name(name),
+            self._config.identity,
+            max(1, round(self._config.timing.lease_duration)),
+            self._clock,
+            annotations,
+        )
+
+        async def lead(term: int) -> None:
+            await self._lead(namespace, name, term, topic)
+
+        elector = LeaderElector(lock, self._config.timing, self._clock, lead)
+        while True:
+            try:
+                await elector.run()  # returns when leadership is lost: campaign again
+            except Exception:
+                log.exception("leading %s/%s failed; campaigning again", namespace, name)
+                await asyncio.sleep(_RETRY_FIRST)
+
+    async def _lead(self, namespace: str, name: str, term: int, topic: _Topic) -> None:
+        assert self._admin is not None and self._clock is not None
+        leader = LeaderIdentity(self._config.identity, self._config.endpoint, term)
+        lifecycle = TopicLifecycle(
+            self._store, self._admin, self._clock, leader, self._config.system_namespace
+        )
+        delay = _RETRY_FIRST
+        while True:
+            topic.changed.clear()
+            try:
+                settled = await lifecycle.reconcile(namespace, name)
+            except (
+                StoreError,
+                BrokerAdminError,
+                BrokerUnreachable,
+                NoLiveBroker,
+                ValueError,
+            ) as error:
+                # Conflicts, unreachable brokers, no live broker yet: all transient.
+                log.info("reconciling %s/%s: %s; retrying in %.1fs", namespace, name, error, delay)
+                settled = False
+            if settled:
+                delay = _RETRY_FIRST
+                await topic.changed.wait()
+                continue
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(delay):
+                    await topic.changed.wait()
+            delay = min(delay * 2, _RETRY_MAX)
