@@ -7,6 +7,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..protocol import DEFAULT_MAX_FRAME_BYTES, DEFAULT_MAX_MESSAGE_BYTES
+
 SyncPolicyName = Literal["batch", "interval", "none"]
 
 
@@ -22,8 +24,8 @@ class BrokerConfig(BaseModel):
     )
     broker_id: str | None = None
     sync: SyncPolicyName = "batch"
-    max_frame_bytes: int = Field(default=5 * 1024 * 1024, ge=1024)
-    max_message_bytes: int = Field(default=5 * 1024 * 1024 - 64 * 1024, ge=1)
+    max_frame_bytes: int = Field(default=DEFAULT_MAX_FRAME_BYTES, ge=1024)
+    max_message_bytes: int = Field(default=DEFAULT_MAX_MESSAGE_BYTES, ge=1)
     log_file_bytes: int = Field(
         default=64 * 1024 * 1024,
         ge=4096,

@@ -13,6 +13,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from .admin import REGISTRY_KEY
 from .registry import SegmentRegistry
 
 _SEGMENT = ["namespace", "topic", "segment"]
@@ -95,8 +96,6 @@ _METRICS_KEY = web.AppKey("metrics_registry", CollectorRegistry)
 
 
 async def metrics_handler(request: web.Request) -> web.Response:
-    from .admin import REGISTRY_KEY
-
     metrics = request.app.get(_METRICS_KEY)
     if metrics is None:
         metrics = CollectorRegistry()

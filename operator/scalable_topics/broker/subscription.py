@@ -256,15 +256,7 @@ class Subscription:
         if delay_seconds <= 0:
             self._redeliver(consumer_id, positions)
             return
-        loop = asyncio.get_running_loop()
-        timers: list[asyncio.TimerHandle] = []
-
-        def fire() -> None:
-            self._timers.difference_update(timers)
-            self._redeliver(consumer_id, positions)
-
-        timers.append(loop.call_later(delay_seconds, fire))
-        self._timers.update(timers)
+        self._call_later(delay_seconds, lambda: self._redeliver(consumer_id, positions))
 
     def redeliver_unacknowledged(
         self, consumer_id: ConsumerId, positions: list[Position] | None
@@ -438,9 +430,18 @@ class Subscription:
         when = dispatcher.unblock_wakeup(now)
         if when is None:
             return
-        loop = asyncio.get_running_loop()
-        handle = loop.call_later(max(0.0, when - now), self._wake)
-        self._timers.add(handle)
+        self._call_later(max(0.0, when - now), self._wake)
+
+    def _call_later(self, delay: float, callback: Callable[[], None]) -> None:
+        """A timer that close() and resets cancel, forgotten once it has fired."""
+        handles: list[asyncio.TimerHandle] = []
+
+        def fire() -> None:
+            self._timers.difference_update(handles)
+            callback()
+
+        handles.append(asyncio.get_running_loop().call_later(delay, fire))
+        self._timers.update(handles)
 
     async def _report_end(self, dispatcher: Dispatcher) -> None:
         if not self.is_drained():
