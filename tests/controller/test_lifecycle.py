@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import socket
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -11,19 +10,11 @@ import aiohttp
 import pytest
 from aiohttp.test_utils import TestServer
 
-from scalable_topics.broker.app import build_app
-from scalable_topics.broker.config import BrokerConfig
 from scalable_topics.controller.broker_admin import BrokerAdmin
 from scalable_topics.controller.lifecycle import LeaderIdentity, TopicLifecycle
 from scalable_topics.model.clock import SystemClock
 from scalable_topics.model.resources import FINALIZER, TOPIC_LABEL, ScalableTopic, Segment
 from scalable_topics.store import EmbeddedStore
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 @dataclass
@@ -35,18 +26,14 @@ class Cluster:
 
 
 @pytest.fixture
-async def cluster(tmp_path: Path) -> AsyncIterator[Cluster]:
+async def cluster(tmp_path: Path, make_broker: Callable[..., TestServer]) -> AsyncIterator[Cluster]:
     async with (
         await EmbeddedStore.open(tmp_path / "store.db") as store,
         aiohttp.ClientSession() as http,
     ):
         servers = []
         for index in range(2):
-            port = free_port()
-            config = BrokerConfig(
-                data_dir=tmp_path / f"b{index}", store_url="embedded:unused.db", port=port
-            )
-            server = TestServer(build_app(config, store=store), host="127.0.0.1", port=port)
+            server = make_broker(store, f"b{index}")
             await server.start_server()
             servers.append(server)
         try:

@@ -4,14 +4,11 @@ deleting it leaves nothing behind, not even the topic's Lease."""
 from __future__ import annotations
 
 import asyncio
-import socket
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from aiohttp.test_utils import TestServer
 
-from scalable_topics.broker.app import build_app
-from scalable_topics.broker.config import BrokerConfig
 from scalable_topics.controller.leader import ElectionTiming
 from scalable_topics.controller.manager import (
     ENDPOINT_ANNOTATION,
@@ -24,29 +21,17 @@ from scalable_topics.store import EmbeddedStore, NotFound
 FAST = ElectionTiming(lease_duration=3, renew_deadline=2, retry_period=0.5)
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 async def eventually(check: Callable[[], Awaitable[bool]], timeout: float = 20) -> None:
     async with asyncio.timeout(timeout):
         while not await check():
             await asyncio.sleep(0.05)
 
 
-async def test_one_leader_per_topic_readies_and_cleans_up(tmp_path: Path) -> None:
+async def test_one_leader_per_topic_readies_and_cleans_up(
+    tmp_path: Path, make_broker: Callable[..., TestServer]
+) -> None:
     async with await EmbeddedStore.open(tmp_path / "store.db") as store:
-        port = free_port()
-        broker = TestServer(
-            build_app(
-                BrokerConfig(data_dir=tmp_path / "b", store_url="embedded:unused.db", port=port),
-                store,
-            ),
-            host="127.0.0.1",
-            port=port,
-        )
+        broker = make_broker(store, "b")
         managers = [
             ControllerManager(
                 store,
