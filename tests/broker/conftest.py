@@ -1,103 +1,12 @@
-"""Real broker processes on loopback for integration tests."""
+"""Fixtures for broker tests: a real broker process per test."""
 
 from __future__ import annotations
 
-import asyncio
-import os
-import signal
-import socket
-import subprocess
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-import aiohttp
 import pytest
-
-STARTUP_TIMEOUT = 30.0
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-class BrokerProcess:
-    """A ``stctl broker`` child process that tests can kill and restart on the same data."""
-
-    def __init__(self, root: Path, store_url: str, port: int | None = None, *extra: str) -> None:
-        self.extra = list(extra)
-        self.data_dir = root / "broker"
-        self.store_url = store_url
-        self.port = port or free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.ws_url = f"ws://127.0.0.1:{self.port}"
-        self.log_path = root / f"broker-{self.port}.log"
-        self.process: subprocess.Popen[bytes] | None = None
-
-    async def start(self) -> None:
-        log = open(self.log_path, "ab")  # noqa: SIM115 - the child owns it
-        self.process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "scalable_topics.cli",
-                "broker",
-                "--data-dir",
-                str(self.data_dir),
-                "--store",
-                self.store_url,
-                "--port",
-                str(self.port),
-                *self.extra,
-            ],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        )
-        log.close()
-        async with aiohttp.ClientSession() as http, asyncio.timeout(STARTUP_TIMEOUT):
-            while True:
-                if self.process.poll() is not None:
-                    raise RuntimeError(f"broker exited at start:\n{self.log_path.read_text()}")
-                try:
-                    async with http.get(self.url + "/healthz") as response:
-                        if response.status == 200:
-                            return
-                except aiohttp.ClientError:
-                    pass
-                await asyncio.sleep(0.05)
-
-    def kill(self) -> None:
-        assert self.process is not None
-        self.process.send_signal(signal.SIGKILL)
-        self.process.wait(timeout=30)
-
-    def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-
-    async def admin(
-        self,
-        method: str,
-        path: str,
-        body: object | None = None,
-        headers: dict[str, str] | None = None,
-    ) -> tuple[int, object]:
-        async with (
-            aiohttp.ClientSession() as http,
-            http.request(
-                method, self.url + "/admin/v1/segments" + path, json=body, headers=headers
-            ) as response,
-        ):
-            payload = await response.json() if response.content_type == "application/json" else None
-            return response.status, payload
+from broker_process import BrokerProcess
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ import itertools
 from collections import defaultdict
 
 import pytest
-from conftest import BrokerProcess
+from broker_process import BrokerProcess
 from wire_client import RequestFailed, WireClient
 
 from scalable_topics.protocol import (

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 from collections import defaultdict
 
-from conftest import BrokerProcess
+from broker_process import BrokerProcess
 from test_broker_integration import KEYS, TOPIC, make_segment, produce
 from wire_client import WireClient
 

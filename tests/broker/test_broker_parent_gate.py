@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from conftest import BrokerProcess
+from broker_process import BrokerProcess
 from wire_client import WireClient
 
 from scalable_topics.model.resources import Segment, segment_object_name

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import aiohttp
 import pytest
-from conftest import BrokerProcess
+from broker_process import BrokerProcess
 from wire_client import RequestFailed, WireClient
 
 from scalable_topics.protocol import (

@@ -8,7 +8,7 @@ import asyncio
 import contextlib
 
 import pytest
-from conftest import BrokerProcess
+from broker_process import BrokerProcess
 from wire_client import WireClient
 
 from scalable_topics.protocol import BatchMessage, MessageId, SegmentSubscriptionType, SendReceipt

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 
 from ..protocol import ErrorCode, InitialPosition
+from .errors import BrokerError
 from .registry import SegmentRegistry
 from .segment import HostedSegment, SegmentError
 
@@ -172,7 +173,7 @@ async def admin_errors(request: web.Request, handler: Handler) -> web.StreamResp
                 )
     try:
         return await handler(request)
-    except SegmentError as error:
+    except BrokerError as error:
         return _error(error.code, str(error))
 
 

@@ -25,6 +25,7 @@ from ..protocol import ErrorCode, InitialPosition, MessageId, SegmentSubscriptio
 from .batch_record import decode_batch, encode_batch
 from .config import BrokerConfig
 from .dedup import DedupTracker, Verdict
+from .errors import BrokerError
 from .load import SegmentLoad
 from .producer_access import AccessError, Grant, ProducerAccess, Standing
 from .segment_meta import SegmentMeta, load_meta, save_meta
@@ -34,10 +35,8 @@ from .subscription import Subscription
 log = logging.getLogger(__name__)
 
 
-class SegmentError(Exception):
-    def __init__(self, code: ErrorCode, message: str) -> None:
-        super().__init__(message)
-        self.code = code
+class SegmentError(BrokerError):
+    pass
 
 
 @dataclass(frozen=True, slots=True)

@@ -61,9 +61,10 @@ from ..protocol import (
 )
 from .config import BrokerConfig
 from .dispatch import Consumer, DispatchError
+from .errors import BrokerError
 from .registry import SegmentRegistry
 from .segment import HostedSegment, SegmentError
-from .subscription import Subscription, SubscriptionError
+from .subscription import Subscription
 
 log = logging.getLogger(__name__)
 
@@ -73,10 +74,8 @@ _dispatch_ids = itertools.count(
 )  # sessions number their consumers freely; dispatchers need unique ids
 
 
-class _RequestFailed(Exception):
-    def __init__(self, code: ErrorCode, message: str) -> None:
-        super().__init__(message)
-        self.code = code
+class _RequestFailed(BrokerError):
+    pass
 
 
 @dataclass(eq=False)
@@ -170,7 +169,7 @@ class Session:
             return False
         try:
             await self._dispatch(command)
-        except (_RequestFailed, SubscriptionError, SegmentError) as failure:
+        except BrokerError as failure:
             await self.send(Error(_request_id(command), failure.code, str(failure)))
             return not failure.code.closes_connection
         except Exception as error:
@@ -383,7 +382,7 @@ class Session:
                 consumer,
                 command.permits,
             )
-        except (SegmentError, SubscriptionError) as error:
+        except BrokerError as error:
             self._consumers.pop(command.consumer_id, None)
             raise _RequestFailed(error.code, str(error)) from None
         except DispatchError as error:
@@ -411,7 +410,7 @@ class Session:
                 positions,
                 command.ack_type is AckType.CUMULATIVE,
             )
-        except (_RequestFailed, SubscriptionError) as error:
+        except BrokerError as error:
             await self.send(Error(command.request_id, error.code, str(error)))
             return
         if command.request_id is not None:
@@ -428,7 +427,7 @@ class Session:
                 await consumer.segment.seek_by_timestamp(
                     consumer.subscription.name, command.timestamp_ms
                 )
-        except (_RequestFailed, SubscriptionError, SegmentError) as error:
+        except BrokerError as error:
             await self.send(Error(command.request_id, error.code, str(error)))
             return
         await self.send(Success(command.request_id))

@@ -43,6 +43,7 @@ from .dispatch import (
     Message,
     SharedDispatcher,
 )
+from .errors import BrokerError
 
 log = logging.getLogger(__name__)
 
@@ -60,10 +61,8 @@ _make = tuple.__new__
 _READ_BYTES = 4 * 1024 * 1024
 
 
-class SubscriptionError(Exception):
-    def __init__(self, code: ErrorCode, message: str) -> None:
-        super().__init__(message)
-        self.code = code
+class SubscriptionError(BrokerError):
+    pass
 
 
 class LogReader(Protocol):
