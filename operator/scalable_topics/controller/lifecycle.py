@@ -27,18 +27,17 @@ from ..model.conditions import Condition, set_condition
 from ..model.layout import SegmentLayout
 from ..model.placement import BrokerInfo, choose_broker
 from ..model.resources import (
-    API_VERSION,
     FINALIZER,
     TOPIC_LABEL,
     ScalableTopic,
     Segment,
     SegmentPhase,
     TopicPhase,
-    segment_object_name,
 )
-from ..store import AlreadyExists, Conflict, NotFound, Store
+from ..store import Conflict, NotFound, Store
 from .broker_admin import BrokerAdmin
 from .brokers import registered_brokers
+from .segment_objects import ensure_segment_object
 
 log = logging.getLogger(__name__)
 
@@ -91,10 +90,10 @@ class TopicLifecycle:
             topic = ScalableTopic.model_validate(raw)
         layout = SegmentLayout.from_status(topic.status.to_wire())
         served = 0
-        placements = _Placements()
+        placements = Placements()
         for info in layout.segments.values():
             segment = await self._ensure_segment_object(topic, layout, info.segment_id)
-            if await self._ensure_storage(topic, segment, info.is_active, placements):
+            if await self.ensure_storage(topic, segment, info.is_active, placements):
                 served += 1 if info.is_active else 0
         ready = served == len(layout.active)
         await self._write_readiness(namespace, name, ready, len(layout.active))
@@ -119,45 +118,21 @@ class TopicLifecycle:
         self, topic: ScalableTopic, layout: SegmentLayout, segment_id: int
     ) -> dict[str, Any]:
         info = layout.get(segment_id)
-        namespace, name = topic.metadata.namespace or "default", topic.metadata.name
-        object_name = segment_object_name(name, info.descriptor)
-        try:
-            return await self._store.get(Segment.KIND, namespace, object_name)
-        except NotFound:
-            pass
-        segment = {
-            "apiVersion": API_VERSION,
-            "kind": Segment.KIND,
-            "metadata": {
-                "name": object_name,
-                "namespace": namespace,
-                "labels": {TOPIC_LABEL: name},
-                "ownerReferences": [
-                    {
-                        "apiVersion": API_VERSION,
-                        "kind": ScalableTopic.KIND,
-                        "name": name,
-                        "uid": topic.metadata.uid,
-                        "controller": True,
-                        "blockOwnerDeletion": True,
-                    }
-                ],
-            },
-            "spec": {
-                "topic": name,
-                "segmentId": info.segment_id,
-                "hashRange": {"start": info.hash_range.start, "end": info.hash_range.end},
-                "parents": list(info.parent_ids),
-                "subscriptions": [s.name for s in topic.spec.subscriptions],
-            },
-        }
-        try:
-            return await self._store.create(segment)
-        except AlreadyExists:
-            return await self._store.get(Segment.KIND, namespace, object_name)
+        return await ensure_segment_object(
+            self._store,
+            topic,
+            info.segment_id,
+            info.hash_range,
+            info.parent_ids,
+            [s.name for s in topic.spec.subscriptions],
+        )
 
-    async def _ensure_storage(
-        self, topic: ScalableTopic, raw: dict[str, Any], active: bool, placements: _Placements
+    async def ensure_storage(
+        self,
+        topic: ScalableTopic,
+        raw: dict[str, Any],
+        active: bool,
+        placements: Placements | None = None,
     ) -> bool:
         """Place the segment and create its storage; True when it is served."""
         segment = Segment.model_validate(raw)
@@ -167,6 +142,7 @@ class TopicLifecycle:
         namespace = segment.metadata.namespace or "default"
         broker = segment.status.broker
         if broker is None:
+            placements = placements if placements is not None else Placements()
             if placements.brokers is None:
                 placements.brokers = await registered_brokers(self._store, self._system_namespace)
             chosen = choose_broker(placements.brokers, self._clock.now(), placements.planned)
@@ -229,7 +205,11 @@ class TopicLifecycle:
         status = topic.status.model_copy(
             update={
                 "conditions": set_condition(topic.status.conditions, condition),
-                "phase": TopicPhase.READY if ready else TopicPhase.PENDING,
+                "phase": TopicPhase.SCALING
+                if topic.status.pending_operation is not None
+                else TopicPhase.READY
+                if ready
+                else TopicPhase.PENDING,
                 "active_segments": active,
                 "observed_generation": topic.metadata.generation,
             }
@@ -279,7 +259,7 @@ class TopicLifecycle:
 
 
 @dataclass(slots=True)
-class _Placements:
+class Placements:
     """One pass's view of the brokers, and what it placed before their loads report it."""
 
     brokers: list[BrokerInfo] | None = None

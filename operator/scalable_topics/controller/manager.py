@@ -17,16 +17,18 @@ import aiohttp
 
 from ..model.clock import Clock, SystemClock
 from ..model.placement import NoLiveBroker
-from ..model.resources import GROUP, ScalableTopic
+from ..model.resources import CONTROLLER_ENDPOINT_ANNOTATION as ENDPOINT_ANNOTATION
+from ..model.resources import ScalableTopic, controller_lease_name
 from ..store import EventType, Expired, LeaseLock, NotFound, Store, StoreError
 from ..store.kinds import LEASE
 from .broker_admin import BrokerAdmin, BrokerAdminError, BrokerUnreachable
+from .events import EventRecorder
 from .leader import ElectionTiming, LeaderElector
 from .lifecycle import LeaderIdentity, TopicLifecycle
+from .scaling import OperationCannotProceed, TopicScaler
 
 log = logging.getLogger(__name__)
 
-ENDPOINT_ANNOTATION = f"{GROUP}/controller-endpoint"
 _RETRY_FIRST, _RETRY_MAX = 0.5, 30.0
 
 
@@ -37,10 +39,6 @@ class ControllerConfig:
     system_namespace: str = "scalable-topics"
     timing: ElectionTiming = field(default_factory=ElectionTiming)
     admin_token: str | None = None
-
-
-def controller_lease_name(topic: str) -> str:
-    return f"{topic}-controller"
 
 
 class _Topic:
@@ -156,16 +154,21 @@ class ControllerManager:
         lifecycle = TopicLifecycle(
             self._store, self._admin, self._clock, leader, self._config.system_namespace
         )
+        events = EventRecorder(self._store, self._clock, self._config.identity)
+        scaler = TopicScaler(self._store, self._admin, self._clock, lifecycle, events)
         delay = _RETRY_FIRST
         while True:
             topic.changed.clear()
             try:
                 settled = await lifecycle.reconcile(namespace, name)
+                if settled:
+                    await scaler.advance(namespace, name)
             except (
                 StoreError,
                 BrokerAdminError,
                 BrokerUnreachable,
                 NoLiveBroker,
+                OperationCannotProceed,
                 ValueError,
             ) as error:
                 # Conflicts, unreachable brokers, no live broker yet: all transient.

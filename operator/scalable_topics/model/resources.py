@@ -23,6 +23,9 @@ VERSION: Final = "v1alpha1"
 API_VERSION: Final = "scalabletopics.dev/v1alpha1"
 TOPIC_LABEL = f"{GROUP}/topic"
 FINALIZER = f"{GROUP}/cleanup"
+# On the Lease `<topic>-controller`: where the topic's elected controller takes registrations.
+CONTROLLER_ENDPOINT_ANNOTATION = f"{GROUP}/controller-endpoint"
+CONTROLLER_LEASE_SUFFIX = "-controller"
 MAX_INITIAL_SEGMENTS = (
     1024  # a manifest's bound: each segment is an object and a log; splits go further
 )
@@ -190,6 +193,25 @@ class PendingOperation(Wire):
     started_at: datetime | None = None
 
 
+class OperationResult(StrEnum):
+    SUCCEEDED = "Succeeded"
+    ROLLED_BACK = "RolledBack"
+    REJECTED = "Rejected"
+
+
+class LastOperation(Wire):
+    """How the latest split or merge request ended: what ``stctl`` and kubectl users read back."""
+
+    kind: Literal["Split", "Merge"]
+    parent_ids: list[int] = Field(default_factory=list, max_length=2)
+    child_ids: list[int] = Field(default_factory=list, max_length=2)
+    result: OperationResult
+    message: str = ""
+    requested_by: str | None = None
+    epoch: int | None = Field(default=None, ge=0, description="the layout epoch it produced")
+    finished_at: datetime
+
+
 class ControllerStatus(Wire):
     identity: str
     endpoint: str | None = None
@@ -219,9 +241,22 @@ class ConsumerRegistration(Wire):
     registered_at: datetime | None = None
 
 
+class SubscriptionState(StrEnum):
+    """Where a declared subscription stands on the topic's segments."""
+
+    CREATING = "Creating"  # being created on every segment
+    READY = "Ready"  # on every segment
+    DELETING = "Deleting"  # left spec.subscriptions: being deleted from every segment
+
+
 class SubscriptionStatus(Wire):
     name: str
     type: SubscriptionType = SubscriptionType.QUEUE
+    state: SubscriptionState | None = Field(
+        default=None,
+        description="declared subscriptions only (unset for ones consumers created): "
+        "Creating, Ready, or Deleting after leaving spec.subscriptions",
+    )
     consumers: list[ConsumerRegistration] = Field(default_factory=list)
 
 
@@ -239,6 +274,7 @@ class ScalableTopicStatus(Wire):
     segments: list[SegmentEntry] = Field(default_factory=list)
     active_segments: int | None = Field(default=None, ge=0, description="count, for kubectl get")
     pending_operation: PendingOperation | None = None
+    last_operation: LastOperation | None = None
     controller: ControllerStatus | None = None
     producer: ProducerStatus | None = None
     subscriptions: list[SubscriptionStatus] = Field(default_factory=list)
@@ -328,3 +364,8 @@ class Segment(Wire):
 def segment_object_name(topic: str, segment_descriptor: str) -> str:
     """The Segment resource's name: ``<topic>-<descriptor>``."""
     return f"{topic}-{segment_descriptor}"
+
+
+def controller_lease_name(topic: str) -> str:
+    """The Lease a topic's controllers campaign for, in the topic's namespace."""
+    return f"{topic}{CONTROLLER_LEASE_SUFFIX}"

@@ -1,0 +1,72 @@
+"""Segment objects: one per segment, named ``<topic>-<descriptor>``, owned by their topic.
+
+A segment's object is created before its storage, so that whatever storage exists is always
+findable (deletion lists objects by label) and a child's broker finds its parents' objects.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ..model.hash_range import HashRange
+from ..model.resources import API_VERSION, TOPIC_LABEL, ScalableTopic, Segment, segment_object_name
+from ..model.segment import descriptor
+from ..store import AlreadyExists, NotFound, Store
+
+
+def segment_manifest(
+    topic: ScalableTopic,
+    segment_id: int,
+    hash_range: HashRange,
+    parents: Sequence[int],
+    subscriptions: Sequence[str],
+) -> dict[str, Any]:
+    namespace, name = topic.metadata.namespace or "default", topic.metadata.name
+    return {
+        "apiVersion": API_VERSION,
+        "kind": Segment.KIND,
+        "metadata": {
+            "name": segment_object_name(name, descriptor(segment_id, hash_range)),
+            "namespace": namespace,
+            "labels": {TOPIC_LABEL: name},
+            "ownerReferences": [
+                {
+                    "apiVersion": API_VERSION,
+                    "kind": ScalableTopic.KIND,
+                    "name": name,
+                    "uid": topic.metadata.uid,
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
+            ],
+        },
+        "spec": {
+            "topic": name,
+            "segmentId": segment_id,
+            "hashRange": {"start": hash_range.start, "end": hash_range.end},
+            "parents": list(parents),
+            "subscriptions": list(subscriptions),
+        },
+    }
+
+
+async def ensure_segment_object(
+    store: Store,
+    topic: ScalableTopic,
+    segment_id: int,
+    hash_range: HashRange,
+    parents: Sequence[int],
+    subscriptions: Sequence[str],
+) -> dict[str, Any]:
+    """The segment's object, created if missing (its spec is immutable once made)."""
+    manifest = segment_manifest(topic, segment_id, hash_range, parents, subscriptions)
+    namespace, name = manifest["metadata"]["namespace"], manifest["metadata"]["name"]
+    try:
+        return await store.get(Segment.KIND, namespace, name)
+    except NotFound:
+        pass
+    try:
+        return await store.create(manifest)
+    except AlreadyExists:
+        return await store.get(Segment.KIND, namespace, name)

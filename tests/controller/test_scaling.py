@@ -1,0 +1,374 @@
+"""Split and merge against the embedded store and two real broker applications on loopback.
+
+A leader that "dies" at a step boundary is simulated in-process by a failpoint that raises;
+tests/controller/test_scaling_faults.py does the same with SIGKILL and real processes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+from aiohttp.test_utils import TestServer
+from wire_client import WireClient
+
+from scalable_topics.controller import scaling
+from scalable_topics.controller.broker_admin import BrokerAdmin
+from scalable_topics.controller.events import EventRecorder
+from scalable_topics.controller.lifecycle import LeaderIdentity, TopicLifecycle
+from scalable_topics.controller.scaling import TopicScaler
+from scalable_topics.model.clock import SystemClock
+from scalable_topics.model.layout import SegmentLayout
+from scalable_topics.model.resources import TOPIC_LABEL, ScalableTopic, Segment
+from scalable_topics.model.scale_request import MERGE_ANNOTATION, SPLIT_ANNOTATION
+from scalable_topics.protocol import BatchMessage, SegmentSubscriptionType
+from scalable_topics.store import Conflict, EmbeddedStore
+from scalable_topics.store.kinds import EVENT
+
+TOPIC = "default/orders"
+
+
+class LeaderDied(Exception):
+    pass
+
+
+@dataclass
+class Cluster:
+    store: EmbeddedStore
+    admin: BrokerAdmin
+    http: aiohttp.ClientSession
+    broker_urls: list[str]
+    term: int = 0
+
+    def leader(self) -> tuple[TopicLifecycle, TopicScaler]:
+        """A new leader (a higher term), as after a failover."""
+        self.term += 1
+        clock = SystemClock()
+        identity = LeaderIdentity(f"controller-{self.term}", None, self.term)
+        lifecycle = TopicLifecycle(self.store, self.admin, clock, identity, "scalable-topics")
+        events = EventRecorder(self.store, clock, identity.identity)
+        return lifecycle, TopicScaler(self.store, self.admin, clock, lifecycle, events)
+
+    async def settle(self) -> ScalableTopic:
+        lifecycle, scaler = self.leader()
+        assert await lifecycle.reconcile("default", "orders")
+        await scaler.advance("default", "orders")
+        assert await lifecycle.reconcile("default", "orders")
+        return await self.topic()
+
+    async def topic(self) -> ScalableTopic:
+        return ScalableTopic.model_validate(
+            await self.store.get(ScalableTopic.KIND, "default", "orders")
+        )
+
+    async def segments(self) -> dict[int, Segment]:
+        listing = await self.store.list(
+            Segment.KIND, namespace="default", label_selector=f"{TOPIC_LABEL}=orders"
+        )
+        segments = [Segment.model_validate(item) for item in listing.items]
+        return {s.spec.segment_id: s for s in segments}
+
+    async def request(self, annotation: str, value: str) -> None:
+        await self.store.patch(
+            ScalableTopic.KIND,
+            "default",
+            "orders",
+            {"metadata": {"annotations": {annotation: value}}},
+        )
+
+    async def events(self) -> list[tuple[str, str, str]]:
+        listing = await self.store.list(EVENT.kind, namespace="default")
+        return [(e["type"], e["reason"], e["message"]) for e in listing.items]
+
+
+@pytest.fixture
+async def cluster(tmp_path: Path, make_broker: Callable[..., TestServer]) -> AsyncIterator[Cluster]:
+    async with (
+        await EmbeddedStore.open(tmp_path / "store.db") as store,
+        aiohttp.ClientSession() as http,
+    ):
+        servers = []
+        for index in range(2):
+            server = make_broker(store, f"b{index}")
+            await server.start_server()
+            servers.append(server)
+        try:
+            yield Cluster(
+                store, BrokerAdmin(http), http, [f"ws://127.0.0.1:{s.port}" for s in servers]
+            )
+        finally:
+            for server in servers:
+                await server.close()
+
+
+async def create_topic(cluster: Cluster, initial: int = 2) -> ScalableTopic:
+    manifest = ScalableTopic.model_validate(
+        {
+            "metadata": {"name": "orders", "namespace": "default"},
+            "spec": {
+                "initialSegments": initial,
+                "subscriptions": [{"name": "billing", "type": "Stream"}],
+            },
+        }
+    ).to_wire()
+    await cluster.store.create(manifest)
+    return await cluster.settle()
+
+
+async def produce(cluster: Cluster, segment: Segment, count: int) -> None:
+    assert segment.status.broker is not None
+    client = await WireClient.connect(segment.status.broker)
+    try:
+        await client.open_producer(1, TOPIC, segment.spec.segment_id, name="loader")
+        for index in range(count):
+            await client.send(1, index, BatchMessage(f"m{index}".encode(), key=f"k{index}"))
+    finally:
+        await client.close()
+
+
+async def read_all(segment: Segment, subscription: str, count: int) -> list[bytes]:
+    assert segment.status.broker is not None
+    client = await WireClient.connect(segment.status.broker)
+    try:
+        await client.subscribe(
+            1, TOPIC, segment.spec.segment_id, subscription, SegmentSubscriptionType.EXCLUSIVE
+        )
+        return [m.payload for m in await client.receive_n(1, count)]
+    finally:
+        await client.close()
+
+
+def layout_of(topic: ScalableTopic) -> SegmentLayout:
+    return SegmentLayout.from_status(topic.status.to_wire())
+
+
+async def test_a_split_creates_children_with_the_parents_subscriptions_then_seals_the_parent(
+    cluster: Cluster,
+) -> None:
+    await create_topic(cluster)
+    parent = (await cluster.segments())[0]
+    assert parent.status.broker is not None
+    # A subscription made on the segment alone must reach the children too (seed: step 1).
+    await cluster.admin.create_subscription(
+        parent.status.broker, "default", "orders", "0000-7fff-0", "audit"
+    )
+    await produce(cluster, parent, 20)
+
+    await cluster.request(SPLIT_ANNOTATION, "0")
+    topic = await cluster.settle()
+
+    layout = layout_of(topic)
+    assert layout.epoch == 1
+    assert [(s.segment_id, s.hash_range.start, s.hash_range.end) for s in layout.active] == [
+        (2, 0x0000, 0x3FFF),
+        (3, 0x4000, 0x7FFF),
+        (1, 0x8000, 0xFFFF),
+    ]
+    assert layout.get(0).child_ids == (2, 3)
+    assert topic.status.pending_operation is None
+    assert SPLIT_ANNOTATION not in topic.metadata.annotations
+    last = topic.status.last_operation
+    assert last is not None and (last.kind, last.result, last.child_ids, last.epoch) == (
+        "Split",
+        "Succeeded",
+        [2, 3],
+        1,
+    )
+    scaling_condition = [c for c in topic.status.conditions if c.type == "Scaling"]
+    assert [(c.status, c.reason) for c in scaling_condition] == [("False", "Succeeded")]
+    assert topic.status.phase == "Ready" and topic.status.active_segments == 3
+
+    segments = await cluster.segments()
+    assert segments[0].status.state == "Terminated" and segments[0].status.last_entry_id == 19
+    for child_id in (2, 3):
+        child = segments[child_id]
+        assert child.status.state == "Active" and child.spec.parents == [0]
+        assert child.spec.subscriptions == ["audit", "billing"]
+        assert child.status.broker is not None
+        assert await cluster.admin.subscriptions(
+            child.status.broker, "default", "orders", child.metadata.name.removeprefix("orders-")
+        ) == ["audit", "billing"]
+    # Every message acknowledged before the split is still there, in order.
+    assert await read_all(segments[0], "billing", 20) == [f"m{i}".encode() for i in range(20)]
+    reasons = [(kind, reason) for kind, reason, _ in await cluster.events()]
+    assert ("Normal", "ScalingStarted") in reasons and ("Normal", "Split") in reasons
+
+
+async def test_a_merge_of_adjacent_segments_seals_both_and_unions_their_subscriptions(
+    cluster: Cluster,
+) -> None:
+    await create_topic(cluster)
+    segments = await cluster.segments()
+    assert segments[1].status.broker is not None
+    await cluster.admin.create_subscription(
+        segments[1].status.broker, "default", "orders", "8000-ffff-1", "audit"
+    )
+    await cluster.request(MERGE_ANNOTATION, "1,0")
+    topic = await cluster.settle()
+    layout = layout_of(topic)
+    assert [(s.segment_id, s.parent_ids) for s in layout.active] == [(2, (0, 1))]
+    assert layout.active[0].hash_range.start == 0 and layout.active[0].hash_range.end == 0xFFFF
+    segments = await cluster.segments()
+    assert {segments[0].status.state, segments[1].status.state} == {"Terminated"}
+    assert segments[2].spec.subscriptions == ["audit", "billing"]
+    assert segments[2].spec.parents == [0, 1]
+    last = topic.status.last_operation
+    assert last is not None and (last.kind, last.result) == ("Merge", "Succeeded")
+
+
+@pytest.mark.parametrize(
+    ("annotation", "value", "reason"),
+    [
+        (SPLIT_ANNOTATION, "7", "segment 7 does not exist"),
+        (MERGE_ANNOTATION, "0,0", "cannot merge segment 0 with itself"),
+        (MERGE_ANNOTATION, "0", "expected two segment ids"),
+        (SPLIT_ANNOTATION, "zero", "expected one segment id"),
+    ],
+)
+async def test_an_impossible_request_is_refused_with_its_reason_and_changes_nothing(
+    cluster: Cluster, annotation: str, value: str, reason: str
+) -> None:
+    before = await create_topic(cluster)
+    await cluster.request(annotation, value)
+    topic = await cluster.settle()
+    assert topic.status.segments == before.status.segments and topic.status.epoch == 0
+    assert annotation not in topic.metadata.annotations
+    last = topic.status.last_operation
+    assert last is not None and last.result == "Rejected" and reason in last.message
+    assert sorted(await cluster.segments()) == [0, 1]
+    assert any(r == "ScalingRejected" and reason in m for _, r, m in await cluster.events())
+
+
+async def test_a_sealed_segment_cannot_be_split_again(cluster: Cluster) -> None:
+    await create_topic(cluster)
+    await cluster.request(SPLIT_ANNOTATION, "0")
+    await cluster.settle()
+    await cluster.request(SPLIT_ANNOTATION, "2")
+    await cluster.settle()
+    await cluster.request(MERGE_ANNOTATION, "0,1")
+    topic = await cluster.settle()
+    last = topic.status.last_operation
+    assert last is not None and last.result == "Rejected"
+    assert last.message == "cannot merge segment 0: it is sealed"
+    assert topic.status.epoch == 2
+
+
+BOUNDARIES = [
+    "scale:planned",
+    "scale:child-created",
+    "scale:children-created",
+    "scale:parent-terminated",
+    "scale:parents-terminated",
+    "scale:committed",
+]
+
+
+def die_at(monkeypatch: pytest.MonkeyPatch, boundary: str) -> None:
+    def failpoint(name: str) -> None:
+        if name == boundary:
+            raise LeaderDied(name)
+
+    monkeypatch.setattr(scaling, "failpoint", failpoint)
+
+
+@pytest.mark.parametrize("boundary", BOUNDARIES)
+@pytest.mark.parametrize("kind", ["split", "merge"])
+async def test_a_new_leader_finishes_an_operation_its_predecessor_died_in(
+    cluster: Cluster, monkeypatch: pytest.MonkeyPatch, boundary: str, kind: str
+) -> None:
+    await create_topic(cluster)
+    segments = await cluster.segments()
+    await produce(cluster, segments[0], 10)
+    await produce(cluster, segments[1], 10)
+    if kind == "split":
+        await cluster.request(SPLIT_ANNOTATION, "1")
+    else:
+        await cluster.request(MERGE_ANNOTATION, "0,1")
+
+    die_at(monkeypatch, boundary)
+    _, scaler = cluster.leader()
+    with pytest.raises(LeaderDied):
+        await scaler.advance("default", "orders")
+    monkeypatch.setattr(scaling, "failpoint", lambda name: None)
+
+    topic = await cluster.settle()
+    layout = layout_of(topic)
+    layout.check_invariants()
+    assert layout.epoch == 1
+    assert topic.status.pending_operation is None and not topic.metadata.annotations
+    last = topic.status.last_operation
+    assert last is not None and last.result == "Succeeded"
+    segments = await cluster.segments()
+    assert sorted(segments) == sorted(layout.segments)  # no orphaned child objects
+    for segment_id, info in layout.segments.items():
+        assert segments[segment_id].status.state == ("Active" if info.is_active else "Terminated")
+    for parent_id in (0, 1):
+        payloads = await read_all(segments[parent_id], "billing", 10)
+        assert payloads == [f"m{i}".encode() for i in range(10)]
+
+
+async def test_a_deposed_leaders_late_write_is_refused(cluster: Cluster) -> None:
+    await create_topic(cluster)
+    await cluster.request(SPLIT_ANNOTATION, "0")
+    stale = await cluster.topic()  # what the old leader read
+    await cluster.settle()  # a newer leader carried the request out
+    _, old_scaler = cluster.leader()
+    with pytest.raises(Conflict):
+        await old_scaler._write_status(stale, pending_operation=None)
+    assert (await cluster.topic()).status.epoch == 1
+
+
+async def test_an_operation_that_cannot_proceed_is_rolled_back_before_any_parent_is_sealed(
+    cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await create_topic(cluster)
+    await cluster.request(SPLIT_ANNOTATION, "0")
+    die_at(monkeypatch, "scale:child-created")
+    _, scaler = cluster.leader()
+    with pytest.raises(LeaderDied):
+        await scaler.advance("default", "orders")
+    monkeypatch.setattr(scaling, "failpoint", lambda name: None)
+    # The parent's broker lost its disk meanwhile: the split can no longer be carried out.
+    parent = (await cluster.segments())[0]
+    assert parent.status.broker is not None
+    assert await cluster.admin.delete_segment(
+        parent.status.broker, "default", "orders", "0000-7fff-0"
+    )
+    _, scaler = cluster.leader()
+    await scaler.advance("default", "orders")
+    topic = await cluster.topic()
+    assert topic.status.pending_operation is None and topic.status.epoch == 0
+    last = topic.status.last_operation
+    assert last is not None and last.result == "RolledBack"
+    assert "storage is gone" in last.message
+    assert sorted(await cluster.segments()) == [0, 1]  # the children's objects are gone
+    for url in cluster.broker_urls:
+        for descriptor in ("0000-3fff-2", "4000-7fff-3"):
+            assert not await cluster.admin.delete_segment(url, "default", "orders", descriptor)
+
+
+async def test_deleting_a_topic_in_the_middle_of_a_split_leaves_nothing_behind(
+    cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await create_topic(cluster)
+    await cluster.request(SPLIT_ANNOTATION, "0")
+    die_at(monkeypatch, "scale:children-created")
+    lifecycle, scaler = cluster.leader()
+    with pytest.raises(LeaderDied):
+        await scaler.advance("default", "orders")
+    assert sorted(await cluster.segments()) == [0, 1, 2, 3]  # children exist, layout unchanged
+    await cluster.store.delete(ScalableTopic.KIND, "default", "orders")
+    lifecycle, scaler = cluster.leader()
+    assert await lifecycle.reconcile("default", "orders")
+    await scaler.advance("default", "orders")  # nothing to do for a deleted topic
+    assert (await cluster.store.list(ScalableTopic.KIND)).items == []
+    assert (await cluster.store.list(Segment.KIND)).items == []
+    for url in cluster.broker_urls:
+        listing: Any = await (
+            await cluster.http.get(url.replace("ws://", "http://") + "/admin/v1/segments")
+        ).json()
+        assert listing == []
