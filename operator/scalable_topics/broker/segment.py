@@ -273,11 +273,13 @@ class HostedSegment:
     async def publish(self, handle: Hashable, send: Send) -> tuple[MessageId | None, bool]:
         """Append one producer batch; return its id (None when a duplicate is no longer
         remembered) and whether it was a duplicate. Durable before it returns."""
+        # Sealed first: termination also closes every grant, and a producer caught in between
+        # must learn to go to the children, not that it was fenced.
+        self._check_writable()
         try:
             grant = self._access.check_send(handle)
         except AccessError as error:
             raise SegmentError(ErrorCode(error.code), str(error)) from None
-        self._check_writable()
         producer, last = grant.name, send.last_sequence_id
         verdict = self._dedup.classify(producer, last)
         if verdict is Verdict.IN_FLIGHT:

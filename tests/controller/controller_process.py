@@ -1,0 +1,80 @@
+"""A real ``stctl controller`` process on loopback that tests can kill, or arm to die at a
+failpoint."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from scalable_topics.controller.failpoints import ENVIRONMENT_VARIABLE
+
+# Short leases so that a failover takes about two seconds.
+FAST_TIMING = ("--lease-duration", "2", "--renew-deadline", "1.5", "--retry-period", "0.25")
+
+
+class ControllerProcess:
+    def __init__(
+        self,
+        root: Path,
+        store_url: str,
+        identity: str,
+        *,
+        failpoints: str = "",
+        extra: tuple[str, ...] = (),
+    ) -> None:
+        self.identity = identity
+        self.store_url = store_url
+        self.failpoints = failpoints
+        self.extra = extra
+        self.log_path = root / f"controller-{identity}.log"
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        environment = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        environment.pop(ENVIRONMENT_VARIABLE, None)
+        if self.failpoints:
+            environment[ENVIRONMENT_VARIABLE] = self.failpoints
+        with open(self.log_path, "ab") as log:
+            self.process = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "scalable_topics.cli",
+                    "controller",
+                    "--store",
+                    self.store_url,
+                    "--identity",
+                    self.identity,
+                    *FAST_TIMING,
+                    *self.extra,
+                ],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=environment,
+            )
+
+    @property
+    def exit_code(self) -> int | None:
+        assert self.process is not None
+        return self.process.poll()
+
+    def kill(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGKILL)
+            self.process.wait(timeout=30)
+
+    def stop(self) -> None:
+        """SIGTERM: the controller releases its leases and exits."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
