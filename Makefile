@@ -31,6 +31,7 @@ crds: install
 bench: install
 	$(BIN)/python benchmarks/bench_segment_log.py
 	$(BIN)/python benchmarks/bench_broker.py
+	$(BIN)/python benchmarks/bench_scaling.py
 
 # What CI runs: lint, then the whole test suite.
 check: lint test

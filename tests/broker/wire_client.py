@@ -13,14 +13,18 @@ from scalable_topics.protocol import (
     PROTOCOL_VERSION,
     Ack,
     AckType,
+    AcquireExclusive,
     BatchMessage,
     Command,
     Connect,
     Connected,
+    ConsumerAssignment,
     ConsumerClosed,
     DeliveredMessage,
     EndOfSegment,
     Error,
+    ExclusiveGranted,
+    ExclusiveRevoked,
     Flow,
     InitialPosition,
     Message,
@@ -31,12 +35,16 @@ from scalable_topics.protocol import (
     ProducerClosed,
     ProducerOpen,
     ProducerOpened,
+    RegisterConsumer,
+    RegistrationClosed,
+    ReleaseExclusive,
     SegmentSubscriptionType,
     Send,
     SendError,
     SendReceipt,
     Subscribe,
     Success,
+    UnregisterConsumer,
     decode_frame,
     encode_frame,
 )
@@ -206,6 +214,42 @@ class WireClient:
     async def nack(self, consumer_id: int, *ids: MessageId, delay_ms: int = 0) -> None:
         await self.send_command(Nack(consumer_id, tuple(ids), delay_ms))
 
+    # -- stream / checkpoint consumer registrations ----------------------------------------------
+
+    async def register_consumer(
+        self, registration_id: int, topic: str, subscription: str, name: str
+    ) -> None:
+        reply = await self.request(
+            RegisterConsumer(self.next_id(), registration_id, topic, subscription, name)
+        )
+        assert isinstance(reply, Success)
+
+    async def unregister_consumer(self, registration_id: int) -> None:
+        reply = await self.request(UnregisterConsumer(self.next_id(), registration_id))
+        assert isinstance(reply, Success)
+
+    # -- topic-wide exclusive producer grants ---------------------------------------------------
+
+    async def acquire_exclusive(
+        self,
+        grant_id: int,
+        topic: str,
+        name: str,
+        mode: ProducerAccessMode = ProducerAccessMode.EXCLUSIVE,
+        epoch: int | None = None,
+    ) -> ExclusiveGranted | Success:
+        """ExclusiveGranted, or Success when a WaitForExclusive request waits (the grant then
+        comes as an event)."""
+        reply = await self.request(
+            AcquireExclusive(self.next_id(), grant_id, topic, name, mode, epoch)
+        )
+        assert isinstance(reply, ExclusiveGranted | Success)
+        return reply
+
+    async def release_exclusive(self, grant_id: int) -> None:
+        reply = await self.request(ReleaseExclusive(self.next_id(), grant_id))
+        assert isinstance(reply, Success)
+
     async def next_event(self, kind: type[Command], timeout: float = TIMEOUT) -> Any:
         async with asyncio.timeout(timeout):
             while True:
@@ -241,7 +285,15 @@ class WireClient:
                     future = self._receipts.pop((command.producer_id, command.sequence_id), None)
                     if future is not None and not future.done():
                         future.set_result(command)
-                case ProducerClosed() | ConsumerClosed() | EndOfSegment():
+                case (
+                    ProducerClosed()
+                    | ConsumerClosed()
+                    | EndOfSegment()
+                    | ConsumerAssignment()
+                    | RegistrationClosed()
+                    | ExclusiveRevoked()
+                    | ExclusiveGranted(request_id=None)
+                ):
                     self.events.put_nowait(command)
                 case _:
                     request_id = getattr(command, "request_id", None)

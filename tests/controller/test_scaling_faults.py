@@ -140,7 +140,11 @@ async def test_a_controller_killed_at_any_step_boundary_is_replaced_and_the_oper
                 after = SegmentLayout.from_status(current.status.to_wire())
                 after.check_invariants()
                 assert after.epoch == layout.epoch + 1
-                await check_segments(store, after)
+                # The objects' states are recorded after the commit (or by the next lifecycle
+                # pass, when the leader died right after it).
+                await eventually(
+                    lambda after=after: segments_match(store, after), "Segment states to settle"
+                )
                 await check_nothing_lost(store, after, expected, f"verify-{index}")
                 rescuer.stop()
     finally:
@@ -164,12 +168,13 @@ async def segment_objects(store: EmbeddedStore) -> dict[int, Segment]:
     return {s.spec.segment_id: s for s in (Segment.model_validate(i) for i in listing.items)}
 
 
-async def check_segments(store: EmbeddedStore, layout: SegmentLayout) -> None:
+async def segments_match(store: EmbeddedStore, layout: SegmentLayout) -> bool:
+    """One Segment object per segment of the layout (none orphaned), each in its state."""
     objects = await segment_objects(store)
-    assert sorted(objects) == sorted(layout.segments), "orphaned or missing Segment objects"
-    for segment_id, info in layout.segments.items():
-        wanted = "Active" if info.is_active else "Terminated"
-        assert objects[segment_id].status.state == wanted, segment_id
+    return sorted(objects) == sorted(layout.segments) and all(
+        objects[segment_id].status.state == ("Active" if info.is_active else "Terminated")
+        for segment_id, info in layout.segments.items()
+    )
 
 
 async def produce_to_every_active_segment(

@@ -166,8 +166,10 @@ class OrderedConsumer:
                 try:
                     message = await client.receive(1, timeout=0.2)
                 except ConnectionError:
+                    reader = client._reader
+                    why = reader.exception() if reader is not None and reader.done() else None
                     raise AssertionError(
-                        f"segment {segment_id}: {client._reader.exception() if client._reader and client._reader.done() else None!r}"
+                        f"segment {segment_id}: connection lost: {why!r}"
                     ) from None
                 except TimeoutError:
                     if any(isinstance(e, EndOfSegment) for e in _drain(client.events)):

@@ -13,14 +13,19 @@ from scalable_topics.protocol import (
     COMMAND_CLASSES,
     Ack,
     AckType,
+    AcquireExclusive,
+    AssignedSegment,
     BatchMessage,
     Command,
     Connect,
+    ConsumerAssignment,
     DeliveredMessage,
     Error,
     ErrorCode,
+    ExclusiveGranted,
     Message,
     MessageId,
+    ProducerAccessMode,
     SegmentNode,
     SegmentState,
     Send,
@@ -66,6 +71,17 @@ WIRE_LAYOUT = {
     "TopicUpdate": (41, "watch_id request_id epoch segments controller_endpoint"),
     "WatchClose": (42, "request_id watch_id"),
     "WatchClosed": (43, "watch_id code message"),
+    "RegisterConsumer": (50, "request_id registration_id topic subscription consumer_name"),
+    "ConsumerAssignment": (51, "registration_id term layout_epoch segments"),
+    "UnregisterConsumer": (52, "request_id registration_id"),
+    "RegistrationClosed": (53, "registration_id code message"),
+    "AcquireExclusive": (
+        54,
+        "request_id grant_id topic producer_name access_mode producer_epoch",
+    ),
+    "ExclusiveGranted": (55, "grant_id request_id producer_epoch"),
+    "ReleaseExclusive": (56, "request_id grant_id"),
+    "ExclusiveRevoked": (57, "grant_id code message"),
     # values inside commands
     "MessageId": (None, "segment_id entry_id batch_index"),
     "BatchMessage": (None, "payload key properties event_time_ms"),
@@ -74,6 +90,7 @@ WIRE_LAYOUT = {
         "message_id payload key properties event_time_ms publish_time_ms redelivery_count",
     ),
     "SegmentNode": (None, "segment_id hash_range state parent_ids child_ids broker_url"),
+    "AssignedSegment": (None, "segment_id hash_range broker_url"),
     "HashRange": (None, "start end"),
 }
 
@@ -82,12 +99,20 @@ ERROR_CODES = (
     "UnexpectedCommand AuthenticationFailed InvalidRequest NotAuthorized TopicNotFound "
     "SegmentNotFound SubscriptionNotFound UnknownProducer UnknownConsumer UnknownWatch IdInUse "
     "ProducerBusy ProducerFenced ConsumerBusy SubscriptionTypeMismatch SegmentTerminated "
-    "WrongBroker MessageTooLarge ServiceNotReady InternalError"
+    "WrongBroker MessageTooLarge ServiceNotReady InternalError NotLeader UnknownRegistration "
+    "UnknownGrant"
 )
 
 
 def test_tags_and_field_order_are_pinned() -> None:
-    value_types = (MessageId, BatchMessage, DeliveredMessage, SegmentNode, HashRange)
+    value_types = (
+        MessageId,
+        BatchMessage,
+        DeliveredMessage,
+        SegmentNode,
+        AssignedSegment,
+        HashRange,
+    )
     layout = {
         t.__name__: (
             int(t.TYPE) if t in COMMAND_CLASSES else None,
@@ -149,6 +174,29 @@ GOLDEN: list[tuple[Command, str]] = [
         ),
         "96290102039296009200cdffffa65365616c656490920102c096019200cd7fffa6416374697665910090"
         "b277733a2f2f62726f6b65722d303a36363530b277733a2f2f62726f6b65722d313a36363530",
+    ),
+    (
+        ConsumerAssignment(
+            registration_id=4,
+            term=2,
+            layout_epoch=7,
+            segments=(
+                AssignedSegment(3, HashRange(0, 0x3FFF), "ws://broker-0:6650"),
+                AssignedSegment(5, HashRange(0x8000, 0xFFFF)),
+            ),
+        ),
+        # [51, 4, 2, 7, [[3, [0, 16383], "ws://broker-0:6650"], [5, [32768, 65535], nil]]]
+        "95330402079293039200cd3fffb277733a2f2f62726f6b65722d303a36363530930592cd8000cdffffc0",
+    ),
+    (
+        AcquireExclusive(3, 1, "shop/orders", "ledger", ProducerAccessMode.EXCLUSIVE),
+        # [54, 3, 1, "shop/orders", "ledger", "Exclusive", nil]
+        "97360301ab73686f702f6f7264657273a66c6564676572a94578636c7573697665c0",
+    ),
+    (
+        ExclusiveGranted(grant_id=1, request_id=None, producer_epoch=7),
+        # [55, 1, nil, 7]: pushed after a WaitForExclusive request waited
+        "943701c007",
     ),
 ]
 

@@ -13,17 +13,22 @@ from scalable_topics.protocol import (
     NO_PROPERTIES,
     Ack,
     AckType,
+    AcquireExclusive,
+    AssignedSegment,
     BatchMessage,
     Command,
     CommandType,
     Connect,
     Connected,
+    ConsumerAssignment,
     ConsumerClose,
     ConsumerClosed,
     DeliveredMessage,
     EndOfSegment,
     Error,
     ErrorCode,
+    ExclusiveGranted,
+    ExclusiveRevoked,
     Flow,
     InitialPosition,
     Message,
@@ -37,6 +42,9 @@ from scalable_topics.protocol import (
     ProducerOpen,
     ProducerOpened,
     RedeliverUnacknowledged,
+    RegisterConsumer,
+    RegistrationClosed,
+    ReleaseExclusive,
     Seek,
     SegmentNode,
     SegmentState,
@@ -47,6 +55,7 @@ from scalable_topics.protocol import (
     Subscribe,
     Success,
     TopicUpdate,
+    UnregisterConsumer,
     Unsubscribe,
     WatchClose,
     WatchClosed,
@@ -89,6 +98,7 @@ segment_nodes = st.builds(
     id_lists,
     optional(texts),
 )
+assigned_segments = st.builds(AssignedSegment, uints, hash_ranges, optional(texts))
 error_codes = st.sampled_from(ErrorCode)
 
 
@@ -173,6 +183,24 @@ COMMANDS: dict[type[Command], st.SearchStrategy[Any]] = {
     ),
     WatchClose: st.builds(WatchClose, uints, uints),
     WatchClosed: st.builds(WatchClosed, uints, error_codes, texts),
+    RegisterConsumer: st.builds(RegisterConsumer, uints, uints, texts, texts, texts),
+    ConsumerAssignment: st.builds(
+        ConsumerAssignment, uints, uints, uints, _tuples_of(assigned_segments)
+    ),
+    UnregisterConsumer: st.builds(UnregisterConsumer, uints, uints),
+    RegistrationClosed: st.builds(RegistrationClosed, uints, error_codes, texts),
+    AcquireExclusive: st.builds(
+        AcquireExclusive,
+        uints,
+        uints,
+        texts,
+        texts,
+        st.sampled_from(ProducerAccessMode),
+        optional(uints),
+    ),
+    ExclusiveGranted: st.builds(ExclusiveGranted, uints, optional(uints), uints),
+    ReleaseExclusive: st.builds(ReleaseExclusive, uints, uints),
+    ExclusiveRevoked: st.builds(ExclusiveRevoked, uints, error_codes, texts),
 }
 
 any_command: st.SearchStrategy[Any] = st.one_of(*COMMANDS.values())

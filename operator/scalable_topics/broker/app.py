@@ -13,15 +13,19 @@ from aiohttp import web
 from ..store import Store, open_store
 from .admin import REGISTRY_KEY, TOKEN_KEY, add_routes, admin_errors
 from .config import BrokerConfig
+from .consumer_relay import ConsumerRelays
 from .drain_markers import DrainMarkers
 from .metrics import metrics_handler
 from .registration import Registration
 from .registry import SegmentRegistry
 from .session import Session
+from .topic_watch import TopicWatchHub
 
 log = logging.getLogger(__name__)
 
 CONFIG_KEY = web.AppKey("broker_config", BrokerConfig)
+TOPIC_WATCHES_KEY = web.AppKey("topic_watches", TopicWatchHub)
+CONSUMER_RELAYS_KEY = web.AppKey("consumer_relays", ConsumerRelays)
 # aiohttp refuses WebSocket messages past this; a frame between the protocol limit and it still
 # gets a FrameTooLarge error frame instead of a dropped connection.
 _WEBSOCKET_SLACK_BYTES = 1024 * 1024
@@ -33,7 +37,13 @@ async def websocket(request: web.Request) -> web.WebSocketResponse:
         max_msg_size=config.max_frame_bytes + _WEBSOCKET_SLACK_BYTES, heartbeat=30
     )
     await ws.prepare(request)
-    await Session(ws, config, request.app[REGISTRY_KEY]).serve()
+    await Session(
+        ws,
+        config,
+        request.app[REGISTRY_KEY],
+        topic_watches=request.app[TOPIC_WATCHES_KEY],
+        consumer_relays=request.app[CONSUMER_RELAYS_KEY],
+    ).serve()
     return ws
 
 
@@ -52,6 +62,12 @@ def build_app(config: BrokerConfig, store: Store | None = None) -> web.Applicati
         registry = SegmentRegistry(config, markers)
         await registry.start()
         app[REGISTRY_KEY] = registry
+        topic_watches = TopicWatchHub(backend)
+        await topic_watches.start()
+        app[TOPIC_WATCHES_KEY] = topic_watches
+        consumer_relays = ConsumerRelays(backend, config)
+        await consumer_relays.start()
+        app[CONSUMER_RELAYS_KEY] = consumer_relays
         registration = Registration(backend, config, lambda: _load(registry))
         await registration.start()
         retention = asyncio.get_running_loop().create_task(_retention_loop(registry, config))
@@ -59,6 +75,8 @@ def build_app(config: BrokerConfig, store: Store | None = None) -> web.Applicati
         try:
             yield
         finally:
+            await topic_watches.stop()
+            await consumer_relays.stop()
             await registration.stop()
             retention.cancel()
             with contextlib.suppress(asyncio.CancelledError):

@@ -25,6 +25,7 @@ from ..protocol import (
     SUPPORTED_VERSIONS,
     Ack,
     AckType,
+    AcquireExclusive,
     Command,
     Connect,
     Connected,
@@ -46,12 +47,15 @@ from ..protocol import (
     ProducerOpened,
     ProtocolError,
     RedeliverUnacknowledged,
+    RegisterConsumer,
+    ReleaseExclusive,
     Seek,
     Send,
     SendError,
     SendReceipt,
     Subscribe,
     Success,
+    UnregisterConsumer,
     Unsubscribe,
     WatchClose,
     WatchTopic,
@@ -60,11 +64,14 @@ from ..protocol import (
     negotiate_version,
 )
 from .config import BrokerConfig
+from .consumer_relay import ConsumerRelay, ConsumerRelays
 from .dispatch import Consumer, DispatchError
 from .errors import BrokerError
-from .registry import SegmentRegistry
+from .producer_grant_relay import ProducerGrantRelay
+from .registry import SegmentRegistry, split_topic
 from .segment import HostedSegment, SegmentError
 from .subscription import Subscription
+from .topic_watch import TopicWatch, TopicWatchHub
 
 log = logging.getLogger(__name__)
 
@@ -108,7 +115,8 @@ class _Consumer:
         await self.session.send(Message(self.consumer_id, tuple(messages)))
 
     async def end_of_segment(self) -> None:
-        await self.session.send(EndOfSegment(self.consumer_id, self.segment.last_entry_id))
+        last = self.segment.last_entry_id  # -1 for a segment sealed empty: None on the wire
+        await self.session.send(EndOfSegment(self.consumer_id, None if last < 0 else last))
 
     async def closed_by_broker(self, code: ErrorCode, message: str) -> None:
         if self.closed:
@@ -120,7 +128,13 @@ class _Consumer:
 
 class Session:
     def __init__(
-        self, ws: web.WebSocketResponse, config: BrokerConfig, registry: SegmentRegistry
+        self,
+        ws: web.WebSocketResponse,
+        config: BrokerConfig,
+        registry: SegmentRegistry,
+        *,
+        topic_watches: TopicWatchHub,
+        consumer_relays: ConsumerRelays,
     ) -> None:
         self._ws = ws
         self._config = config
@@ -133,6 +147,11 @@ class Session:
         self._consumers: dict[int, _Consumer] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._closing = False
+        self._topic_watches = topic_watches
+        self._watches: dict[int, TopicWatch] = {}
+        self._consumer_relays = consumer_relays
+        self._consumer_relay: ConsumerRelay | None = None
+        self._grant_relay: ProducerGrantRelay | None = None
 
     # -- the read loop --------------------------------------------------------------------------
 
@@ -222,10 +241,32 @@ class Session:
                 await self.send(Pong())
             case Pong():
                 pass
-            case WatchTopic() | WatchClose():
-                raise _RequestFailed(
-                    ErrorCode.INVALID_REQUEST, "this broker does not serve topic watch sessions yet"
-                )
+            case WatchTopic():
+                self._watch_topic(command)
+            case WatchClose():
+                await self._close_watch(command)
+            case RegisterConsumer():
+                if self._consumer_relay is None:
+                    self._consumer_relay = self._consumer_relays.for_connection(self.send)
+                await self._consumer_relay.register(command)
+            case UnregisterConsumer():
+                if self._consumer_relay is None:
+                    raise _RequestFailed(
+                        ErrorCode.UNKNOWN_REGISTRATION,
+                        f"registration id {command.registration_id} is not open on this connection",
+                    )
+                await self._consumer_relay.unregister(command)
+            case AcquireExclusive():
+                if self._grant_relay is None:
+                    self._grant_relay = ProducerGrantRelay(self._consumer_relays, self.send)
+                await self._grant_relay.acquire(command)
+            case ReleaseExclusive():
+                if self._grant_relay is None:
+                    raise _RequestFailed(
+                        ErrorCode.UNKNOWN_GRANT,
+                        f"grant id {command.grant_id} is not open on this connection",
+                    )
+                await self._grant_relay.release(command)
             case _:
                 raise _RequestFailed(
                     ErrorCode.UNEXPECTED_COMMAND,
@@ -432,6 +473,28 @@ class Session:
             return
         await self.send(Success(command.request_id))
 
+    # -- DAG watches ----------------------------------------------------------------------------
+
+    def _watch_topic(self, command: WatchTopic) -> None:
+        if command.watch_id in self._watches:
+            raise _RequestFailed(
+                ErrorCode.ID_IN_USE, f"watch id {command.watch_id} is in use on this connection"
+            )
+        namespace, name = split_topic(command.topic)
+        self._watches[command.watch_id] = self._topic_watches.watch(
+            namespace, name, command.watch_id, command.request_id, self.send, self.forget_watch
+        )
+
+    async def _close_watch(self, command: WatchClose) -> None:
+        watch = self._watches.pop(command.watch_id, None)
+        if watch is None:
+            raise _RequestFailed(
+                ErrorCode.UNKNOWN_WATCH, f"watch id {command.watch_id} is not open"
+            )
+        self._topic_watches.release(watch)
+        await watch.close()  # no update for it follows the Success
+        await self.send(Success(command.request_id))
+
     # -- helpers --------------------------------------------------------------------------------
 
     def _segment(self, topic: str, segment_id: int) -> HostedSegment:
@@ -475,6 +538,10 @@ class Session:
             del self._producers[producer_id]
             self._closed_producers[producer_id] = (code, message)
 
+    def forget_watch(self, watch: TopicWatch) -> None:
+        if self._watches.get(watch.watch_id) is watch:
+            del self._watches[watch.watch_id]
+
     def forget_consumer(self, consumer_id: int, consumer: _Consumer) -> None:
         if self._consumers.get(consumer_id) is consumer:
             del self._consumers[consumer_id]
@@ -506,8 +573,20 @@ class Session:
         for consumer in list(self._consumers.values()):
             with contextlib.suppress(Exception):
                 self._detach(consumer)
+        for watch in list(self._watches.values()):
+            self._topic_watches.release(watch)
+            watch.cancel()
+        self._watches.clear()
         for task in list(self._tasks):
             task.cancel()
+        if self._consumer_relay is not None:
+            # Last: it awaits, and the handler may be cancelled meanwhile. The registrations
+            # stay with their controllers for the grace period.
+            with contextlib.suppress(Exception):
+                await self._consumer_relay.close()
+        if self._grant_relay is not None:  # a holder keeps its grant for the grace period
+            with contextlib.suppress(Exception):
+                await self._grant_relay.close()
 
 
 def _request_id(command: Command) -> int | None:

@@ -9,7 +9,9 @@ Creation: the layout (``initialSegments``) goes into the topic's status first, t
 Segment object per segment (labelled with the topic, owned by it), then each segment is placed
 on the least-loaded live broker (recorded in the Segment status before the storage is made, so
 a retry goes to the same broker) and created there with the declared subscriptions at
-Earliest. When every active segment is served, the topic is Ready.
+Earliest. When every active segment is served, the topic is Ready; the pass then brings the
+segments' subscriptions in line with the spec (subscriptions.py) and, when that is done,
+garbage-collects drained sealed segments (gc.py).
 
 Deletion: the finalizer holds the topic while every segment's storage and Segment object is
 removed; storage or objects already gone count as done, so a retried delete never gets stuck.
@@ -37,7 +39,10 @@ from ..model.resources import (
 from ..store import Conflict, NotFound, Store
 from .broker_admin import BrokerAdmin
 from .brokers import registered_brokers
+from .events import EventRecorder
+from .gc import SegmentCollector
 from .segment_objects import ensure_segment_object
+from .subscriptions import SubscriptionSync
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +70,9 @@ class TopicLifecycle:
         self._clock = clock
         self._leader = leader
         self._system_namespace = system_namespace
+        events = EventRecorder(store, clock, leader.identity)
+        self._subscriptions = SubscriptionSync(store, admin, clock, events)
+        self._gc = SegmentCollector(store, admin, clock, events)
 
     async def reconcile(self, namespace: str, name: str) -> bool:
         """Bring the topic one full pass closer to its spec; True when it is settled (Ready, or
@@ -97,7 +105,11 @@ class TopicLifecycle:
                 served += 1 if info.is_active else 0
         ready = served == len(layout.active)
         await self._write_readiness(namespace, name, ready, len(layout.active))
-        return ready
+        # Runtime subscriptions once every segment has storage; GC only on a settled topic.
+        if not ready or not await self._subscriptions.reconcile(namespace, name):
+            return False
+        await self._gc.collect(namespace, name)
+        return True
 
     # -- creation -------------------------------------------------------------------------------
 
@@ -133,11 +145,19 @@ class TopicLifecycle:
         raw: dict[str, Any],
         active: bool,
         placements: Placements | None = None,
+        *,
+        record_state: bool = True,
     ) -> bool:
-        """Place the segment and create its storage; True when it is served."""
+        """Place the segment and create its storage; True when it is served. Without
+        ``record_state`` the caller records the object's state itself, later."""
         segment = Segment.model_validate(raw)
         wanted = SegmentPhase.ACTIVE if active else SegmentPhase.TERMINATED
-        if segment.status.broker is not None and segment.status.state is wanted:
+        # Terminated is final: a parent sealed by a split or merge that is not yet committed
+        # to the layout is still listed as active there, and must stay sealed.
+        if segment.status.broker is not None and segment.status.state in (
+            wanted,
+            SegmentPhase.TERMINATED,
+        ):
             return True
         namespace = segment.metadata.namespace or "default"
         broker = segment.status.broker
@@ -180,6 +200,8 @@ class TopicLifecycle:
         )
         if not active:
             await self._admin.terminate_segment(broker, namespace, segment.spec.topic, descriptor)
+        if not record_state:
+            return True
         await self._store.patch_status(
             Segment.KIND,
             namespace,
@@ -214,6 +236,8 @@ class TopicLifecycle:
                 "observed_generation": topic.metadata.generation,
             }
         )
+        if status == topic.status:
+            return  # a write would only wake every watcher for nothing
         raw["status"] = status.to_wire()
         await self._store.replace_status(raw)
 

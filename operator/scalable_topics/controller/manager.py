@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 
 import aiohttp
@@ -22,14 +23,20 @@ from ..model.resources import ScalableTopic, controller_lease_name
 from ..store import EventType, Expired, LeaseLock, NotFound, Store, StoreError
 from ..store.kinds import LEASE
 from .broker_admin import BrokerAdmin, BrokerAdminError, BrokerUnreachable
+from .consumers import DEFAULT_GRACE_PERIOD, ConsumerCoordinators
+from .endpoint import serving_endpoint
 from .events import EventRecorder
 from .leader import ElectionTiming, LeaderElector
 from .lifecycle import LeaderIdentity, TopicLifecycle
+from .producer_grants import ProducerGrantCoordinators
 from .scaling import OperationCannotProceed, TopicScaler
 
 log = logging.getLogger(__name__)
 
 _RETRY_FIRST, _RETRY_MAX = 0.5, 30.0
+# A settled topic is looked at again this often: drained markers (on Segment objects) and
+# retention age change nothing on the topic, yet they decide garbage collection.
+_RESYNC_SECONDS = 30.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +46,18 @@ class ControllerConfig:
     system_namespace: str = "scalable-topics"
     timing: ElectionTiming = field(default_factory=ElectionTiming)
     admin_token: str | None = None
+    # Where the endpoint for consumer sessions and exclusive producer grants listens (host,
+    # port); None serves nothing.
+    listen: tuple[str, int] | None = None
+    # How long a disconnected stream consumer keeps its segments, and a disconnected exclusive
+    # producer the topic.
+    consumer_grace_period: float = DEFAULT_GRACE_PERIOD
+
+    def __post_init__(self) -> None:
+        if not self.consumer_grace_period > 0:
+            raise ValueError(
+                f"the consumer grace period must be positive, not {self.consumer_grace_period}s"
+            )
 
 
 class _Topic:
@@ -56,22 +75,43 @@ class ControllerManager:
         self._clock = clock
         self._topics: dict[tuple[str, str], _Topic] = {}
         self._admin: BrokerAdmin | None = None
+        self._coordinators: ConsumerCoordinators | None = None
+        self._grants: ProducerGrantCoordinators | None = None
 
     async def run(self) -> None:
         """Follow every ScalableTopic until cancelled."""
         clock = self._clock or SystemClock(asyncio.get_running_loop().time)
         self._clock = clock
+        coordinators = ConsumerCoordinators(self._store, clock, self._config.consumer_grace_period)
+        self._coordinators = coordinators
         async with aiohttp.ClientSession() as session:
             self._admin = BrokerAdmin(session, self._config.admin_token)
-            try:
-                await self._follow_topics()
-            finally:
-                for topic in self._topics.values():
-                    if topic.task is not None:
-                        topic.task.cancel()
-                await asyncio.gather(
-                    *(t.task for t in self._topics.values() if t.task), return_exceptions=True
-                )
+            self._grants = ProducerGrantCoordinators(
+                self._store, self._admin, clock, self._config.consumer_grace_period
+            )
+            async with self._serving(coordinators, self._grants):
+                await self._follow_until_cancelled()
+
+    async def _follow_until_cancelled(self) -> None:
+        try:
+            await self._follow_topics()
+        finally:
+            for topic in self._topics.values():
+                if topic.task is not None:
+                    topic.task.cancel()
+            await asyncio.gather(
+                *(t.task for t in self._topics.values() if t.task), return_exceptions=True
+            )
+
+    def _serving(
+        self, coordinators: ConsumerCoordinators, grants: ProducerGrantCoordinators
+    ) -> AbstractAsyncContextManager[None]:
+        listen, config = self._config.listen, self._config
+        if listen is None:
+            return contextlib.nullcontext()
+        return serving_endpoint(
+            coordinators, self._store, config.identity, config.admin_token, *listen, grants
+        )
 
     async def _follow_topics(self) -> None:
         while True:
@@ -138,7 +178,14 @@ class ControllerManager:
         )
 
         async def lead(term: int) -> None:
-            await self._lead(namespace, name, term, topic)
+            assert self._coordinators is not None and self._grants is not None
+            # Consumer sessions and the exclusive producer are served for exactly as long as
+            # the topic is led.
+            async with (
+                self._coordinators.leading(namespace, name, term),
+                self._grants.leading(namespace, name, term),
+            ):
+                await self._lead(namespace, name, term, topic)
 
         elector = LeaderElector(lock, self._config.timing, self._clock, lead)
         while True:
@@ -160,9 +207,9 @@ class ControllerManager:
         while True:
             topic.changed.clear()
             try:
+                # Requests first: a split must not wait for a full pass over every segment.
+                await scaler.advance(namespace, name)
                 settled = await lifecycle.reconcile(namespace, name)
-                if settled:
-                    await scaler.advance(namespace, name)
             except (
                 StoreError,
                 BrokerAdminError,
@@ -176,7 +223,9 @@ class ControllerManager:
                 settled = False
             if settled:
                 delay = _RETRY_FIRST
-                await topic.changed.wait()
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(_RESYNC_SECONDS):
+                        await topic.changed.wait()
                 continue
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(delay):

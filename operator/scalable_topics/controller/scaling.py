@@ -8,10 +8,11 @@ ranges, step), and then carried out step by step:
 1. ``Planned``: discover the parents' subscriptions (their union for a merge), create each
    child's Segment object, place it and create its storage with those subscriptions at
    Earliest. Then record ``ChildrenCreated``.
-2. ``ChildrenCreated``: terminate the parents, one after the other, and mark their objects
-   Terminated. Then record ``ParentsTerminated``.
-3. ``ParentsTerminated``: one compare-and-swap writes the new layout and clears the intent.
-   Clients see the children only now, when their cursors exist and the parents are sealed.
+2. ``ChildrenCreated``: terminate the parents, one after the other; then one compare-and-swap
+   writes the new layout and clears the intent. Clients see the children only now, when their
+   cursors exist and the parents are sealed. The Segment objects' states (parents Terminated,
+   children Active) are recorded after that, off the path producers wait on; a lifecycle pass
+   records them too if the leader dies first.
 
 Every step is idempotent (creating existing storage or terminating a sealed segment is a no-op)
 and every write is a compare-and-swap on what was read, so a leader that dies anywhere is
@@ -23,6 +24,7 @@ terminated before ``ChildrenCreated`` was recorded), by deleting the children it
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 from collections.abc import Sequence
@@ -31,7 +33,7 @@ from typing import Any
 from ..model.clock import Clock
 from ..model.conditions import Condition, set_condition
 from ..model.errors import LayoutError
-from ..model.layout import ChangeKind, LayoutChange, SegmentLayout
+from ..model.layout import ChangeKind, LayoutChange, PlannedChild, SegmentLayout
 from ..model.resources import (
     LastOperation,
     OperationResult,
@@ -54,7 +56,7 @@ from ..store import NotFound, Store
 from .broker_admin import BrokerAdmin, BrokerAdminError
 from .events import EventRecorder
 from .failpoints import failpoint
-from .lifecycle import TopicLifecycle
+from .lifecycle import Placements, TopicLifecycle
 from .segment_objects import ensure_segment_object
 
 log = logging.getLogger(__name__)
@@ -83,10 +85,15 @@ class TopicScaler:
         self._events = events
 
     async def advance(self, namespace: str, name: str) -> None:
-        """Finish the pending operation, then take requests until none is left."""
+        """Finish the pending operation, then take requests until none is left. A topic whose
+        segments are not all served yet waits (its leader's lifecycle pass comes first)."""
         while True:
             topic = await self._read(namespace, name)
-            if topic is None or topic.metadata.deletion_timestamp is not None:
+            if (
+                topic is None
+                or topic.metadata.deletion_timestamp is not None
+                or topic.status.phase not in (TopicPhase.READY, TopicPhase.SCALING)
+            ):
                 return
             if topic.status.pending_operation is not None:
                 await self._carry_out(topic)
@@ -105,10 +112,8 @@ class TopicScaler:
 
     async def _take(self, topic: ScalableTopic, request: ScaleRequest) -> None:
         last = topic.status.last_operation
-        if last is not None and request.done_by(
-            last.kind, last.parent_ids, last.result is OperationResult.SUCCEEDED
-        ):
-            # Carried out already; the leader that did it died before removing the annotation.
+        if last is not None and request.answered_by(last.kind, last.parent_ids, last.requested_by):
+            # Answered already (it is removed only after the operation is over).
             await self._forget_request(topic, request.annotation)
             return
         layout = SegmentLayout.from_status(topic.status.to_wire())
@@ -141,10 +146,8 @@ class TopicScaler:
             conditions=set_condition(topic.status.conditions, condition),
         )
         failpoint("scale:planned")
-        await self._events.record(
-            topic, "Normal", "ScalingStarted", f"{request.describe()} started"
-        )
-        await self._forget_request(await self._must_read(topic), request.annotation)
+        # The annotation stays until the operation is over (then it is recognised as done):
+        # removing it now would be one more write before producers can move on.
 
     async def _refuse(
         self,
@@ -192,16 +195,15 @@ class TopicScaler:
                 await self._create_children(topic, change)
                 topic = await self._record_step(topic, OperationStep.CHILDREN_CREATED)
                 failpoint("scale:children-created")
-            if pending.step in (OperationStep.PLANNED, OperationStep.CHILDREN_CREATED):
-                await self._terminate_parents(topic, change)
-                topic = await self._record_step(topic, OperationStep.PARENTS_TERMINATED)
-                failpoint("scale:parents-terminated")
+            terminated = await self._terminate_parents(topic, change)
+            failpoint("scale:parents-terminated")
         except OperationCannotProceed as error:
             if pending.step is not OperationStep.PLANNED:
                 raise  # a parent may be sealed already: only going forward is safe
             await self._roll_back(topic, change, str(error))
             return
         await self._commit(topic, change, layout)
+        await self._record_segment_states(topic, change, terminated)
 
     def _check(self, layout: SegmentLayout, change: LayoutChange) -> None:
         try:
@@ -220,7 +222,9 @@ class TopicScaler:
 
     async def _create_children(self, topic: ScalableTopic, change: LayoutChange) -> None:
         subscriptions = await self._parent_subscriptions(topic, change.parent_ids)
-        for child in change.children:
+        placements = Placements()
+
+        async def create(child: PlannedChild) -> None:
             raw = await ensure_segment_object(
                 self._store,
                 topic,
@@ -229,8 +233,11 @@ class TopicScaler:
                 change.parent_ids,
                 subscriptions,
             )
-            await self._lifecycle.ensure_storage(topic, raw, active=True)
+            await self._lifecycle.ensure_storage(topic, raw, True, placements, record_state=False)
             failpoint("scale:child-created")
+
+        # The children are independent: made side by side, placed as one pass would place them.
+        await asyncio.gather(*(create(child) for child in change.children))
 
     async def _parent_subscriptions(
         self, topic: ScalableTopic, parent_ids: Sequence[int]
@@ -257,28 +264,42 @@ class TopicScaler:
                 raise
         return sorted(names)
 
-    async def _terminate_parents(self, topic: ScalableTopic, change: LayoutChange) -> None:
+    async def _terminate_parents(
+        self, topic: ScalableTopic, change: LayoutChange
+    ) -> dict[str, int]:
+        """Seal the parents; their objects' names with their last entry ids."""
+        terminated = {}
         # One after the other (the seed): a producer is never left between two sealed halves.
         for parent in await self._parents(topic, change.parent_ids):
             assert parent.status.broker is not None
-            last_entry_id = await self._admin.terminate_segment(
+            terminated[parent.metadata.name] = await self._admin.terminate_segment(
                 parent.status.broker,
                 parent.metadata.namespace or "default",
                 topic.metadata.name,
                 _descriptor(parent),
             )
-            await self._store.patch_status(
-                Segment.KIND,
-                parent.metadata.namespace or "default",
-                parent.metadata.name,
-                {
-                    "status": {
-                        "state": SegmentPhase.TERMINATED.value,
-                        "lastEntryId": last_entry_id,
-                    }
-                },
-            )
             failpoint("scale:parent-terminated")
+        return terminated
+
+    async def _record_segment_states(
+        self, topic: ScalableTopic, change: LayoutChange, terminated: dict[str, int]
+    ) -> None:
+        namespace = topic.metadata.namespace or "default"
+        states: dict[str, dict[str, Any]] = {
+            name: {"state": SegmentPhase.TERMINATED.value, "lastEntryId": last}
+            for name, last in terminated.items()
+        }
+        for child in change.children:
+            name = segment_object_name(
+                topic.metadata.name, descriptor(child.segment_id, child.hash_range)
+            )
+            states[name] = {"state": SegmentPhase.ACTIVE.value}
+        await asyncio.gather(
+            *(
+                self._store.patch_status(Segment.KIND, namespace, name, {"status": status})
+                for name, status in states.items()
+            )
+        )
 
     async def _commit(
         self, topic: ScalableTopic, change: LayoutChange, layout: SegmentLayout

@@ -179,7 +179,6 @@ class OperationStep(StrEnum):
 
     PLANNED = "Planned"
     CHILDREN_CREATED = "ChildrenCreated"
-    PARENTS_TERMINATED = "ParentsTerminated"
 
 
 class PendingOperation(Wire):
@@ -226,9 +225,12 @@ class ProducerAccessMode(StrEnum):
 
 
 class ProducerStatus(Wire):
+    """The topic-wide exclusive producer: fencing epoch, holder, and the term that wrote it."""
+
     epoch: int = Field(default=0, ge=0)
     holder: str | None = None
     access_mode: ProducerAccessMode | None = None
+    term: int = Field(default=0, ge=0)
 
 
 class ConsumerRegistration(Wire):

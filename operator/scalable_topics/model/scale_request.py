@@ -3,9 +3,10 @@
 kubectl users write ``kubectl annotate st orders scalabletopics.dev/split-segment=3`` or
 ``scalabletopics.dev/merge-segments=3,4``; ``stctl topics split/merge`` writes the same
 annotations. The topic's leader takes a request, removes the annotation and records the outcome
-in ``status.lastOperation`` (and a condition and an Event). A request is identified by what it
-asks: one that the last operation already carried out is done, not refused, so a leader that
-died between recording an operation and removing its annotation does not report a false error.
+in ``status.lastOperation`` (and a condition and an Event). The annotation is removed once the
+request is answered; a request that the last operation already answered (by the requester's
+token, or else by what it asks) is not taken again, so a leader that died between finishing an
+operation and removing its annotation neither repeats it nor reports a false error.
 """
 
 from __future__ import annotations
@@ -48,11 +49,12 @@ class ScaleRequest:
             return f"split of segment {self.segment_ids[0]}"
         return f"merge of segments {self.segment_ids[0]} and {self.segment_ids[1]}"
 
-    def done_by(self, kind: str, parent_ids: list[int], succeeded: bool) -> bool:
-        """Whether a finished operation is this very request."""
-        return (
-            succeeded and kind == self.kind.value and sorted(parent_ids) == sorted(self.segment_ids)
-        )
+    def answered_by(self, kind: str, parent_ids: list[int], requested_by: str | None) -> bool:
+        """Whether a finished operation (carried out, rolled back or refused) answered this
+        very request: the requester's token when it left one, else what was asked."""
+        if self.requested_by is not None:
+            return requested_by == self.requested_by
+        return kind == self.kind.value and sorted(parent_ids) == sorted(self.segment_ids)
 
 
 def read_scale_request(annotations: Mapping[str, str]) -> ScaleRequest | None:

@@ -18,7 +18,7 @@ from typing import ClassVar, TypeAlias
 from ..model.resources import ProducerAccessMode
 from .enums import AckType, InitialPosition, SegmentSubscriptionType
 from .errors import ErrorCode, ProtocolError
-from .values import BatchMessage, DeliveredMessage, MessageId, SegmentNode
+from .values import AssignedSegment, BatchMessage, DeliveredMessage, MessageId, SegmentNode
 
 
 class CommandType(IntEnum):
@@ -52,6 +52,14 @@ class CommandType(IntEnum):
     TOPIC_UPDATE = 41
     WATCH_CLOSE = 42
     WATCH_CLOSED = 43
+    REGISTER_CONSUMER = 50
+    CONSUMER_ASSIGNMENT = 51
+    UNREGISTER_CONSUMER = 52
+    REGISTRATION_CLOSED = 53
+    ACQUIRE_EXCLUSIVE = 54
+    EXCLUSIVE_GRANTED = 55
+    RELEASE_EXCLUSIVE = 56
+    EXCLUSIVE_REVOKED = 57
 
 
 class Sender(Enum):
@@ -474,6 +482,130 @@ class WatchClosed:
     message: str
 
 
+# -- consumer registrations (stream and checkpoint subscriptions) -------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class RegisterConsumer:
+    """Register consumer ``consumer_name`` of a Stream or Checkpoint subscription of ``topic``
+    with the topic's controller, as registration ``registration_id``. Answered by Success once
+    the controller has persisted the registration; ConsumerAssignment pushes follow, the first
+    one at once. Any broker relays it to the topic's controller."""
+
+    TYPE: ClassVar[CommandType] = CommandType.REGISTER_CONSUMER
+    SENT_BY: ClassVar[Sender] = Sender.CLIENT
+
+    request_id: int
+    registration_id: int
+    topic: str
+    subscription: str
+    consumer_name: str
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerAssignment:
+    """The segments a registered consumer reads now, computed by controller ``term`` from
+    layout ``layout_epoch``. One older than the last received (by term, then epoch) is stale
+    and is ignored."""
+
+    TYPE: ClassVar[CommandType] = CommandType.CONSUMER_ASSIGNMENT
+    SENT_BY: ClassVar[Sender] = Sender.BROKER
+
+    registration_id: int
+    term: int
+    layout_epoch: int
+    segments: tuple[AssignedSegment, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class UnregisterConsumer:
+    """The consumer leaves its subscription: its registration is removed at once and its
+    segments go to the others. Answered by Success. (Closing the connection instead keeps the
+    registration for the controller's grace period.)"""
+
+    TYPE: ClassVar[CommandType] = CommandType.UNREGISTER_CONSUMER
+    SENT_BY: ClassVar[Sender] = Sender.CLIENT
+
+    request_id: int
+    registration_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class RegistrationClosed:
+    """A registration ended from the serving side (subscription or topic deleted, the
+    registration expired); ``code`` says why."""
+
+    TYPE: ClassVar[CommandType] = CommandType.REGISTRATION_CLOSED
+    SENT_BY: ClassVar[Sender] = Sender.BROKER
+
+    registration_id: int
+    code: ErrorCode
+    message: str
+
+
+# -- topic-wide exclusive producer grants ---------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class AcquireExclusive:
+    """Ask the topic's controller for topic-wide exclusive producer access, as grant
+    ``grant_id``, for producer ``producer_name`` in ``access_mode`` (Exclusive,
+    WaitForExclusive or ExclusiveWithFencing). ``producer_epoch`` is None the first time; a
+    holder that asks again (after a reconnection) sends the epoch it was granted. Answered by
+    ExclusiveGranted once every Active segment is fenced to the granted epoch; a
+    WaitForExclusive request that must wait is answered by Success first, and ExclusiveGranted
+    is pushed when its turn comes. Any broker relays it to the topic's controller."""
+
+    TYPE: ClassVar[CommandType] = CommandType.ACQUIRE_EXCLUSIVE
+    SENT_BY: ClassVar[Sender] = Sender.CLIENT
+
+    request_id: int
+    grant_id: int
+    topic: str
+    producer_name: str
+    access_mode: ProducerAccessMode
+    producer_epoch: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ExclusiveGranted:
+    """Grant ``grant_id`` holds the topic at ``producer_epoch``: the producer opens on each
+    segment with that epoch. ``request_id`` is the AcquireExclusive's when this answers it, None
+    when it is pushed after the request waited."""
+
+    TYPE: ClassVar[CommandType] = CommandType.EXCLUSIVE_GRANTED
+    SENT_BY: ClassVar[Sender] = Sender.BROKER
+
+    grant_id: int
+    request_id: int | None
+    producer_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class ReleaseExclusive:
+    """Give the topic up (or stop waiting for it) at once; answered by Success. (Closing the
+    connection instead keeps a granted holder's access for the controller's grace period.)"""
+
+    TYPE: ClassVar[CommandType] = CommandType.RELEASE_EXCLUSIVE
+    SENT_BY: ClassVar[Sender] = Sender.CLIENT
+
+    request_id: int
+    grant_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class ExclusiveRevoked:
+    """A grant ended from the serving side: ProducerFenced when another producer took the topic
+    over (the producer is closed for good), TopicNotFound when the topic was deleted."""
+
+    TYPE: ClassVar[CommandType] = CommandType.EXCLUSIVE_REVOKED
+    SENT_BY: ClassVar[Sender] = Sender.BROKER
+
+    grant_id: int
+    code: ErrorCode
+    message: str
+
+
 Command: TypeAlias = (
     Connect
     | Connected
@@ -503,6 +635,14 @@ Command: TypeAlias = (
     | TopicUpdate
     | WatchClose
     | WatchClosed
+    | RegisterConsumer
+    | ConsumerAssignment
+    | UnregisterConsumer
+    | RegistrationClosed
+    | AcquireExclusive
+    | ExclusiveGranted
+    | ReleaseExclusive
+    | ExclusiveRevoked
 )
 
 COMMAND_CLASSES: tuple[type[Command], ...] = (
@@ -534,4 +674,12 @@ COMMAND_CLASSES: tuple[type[Command], ...] = (
     TopicUpdate,
     WatchClose,
     WatchClosed,
+    RegisterConsumer,
+    ConsumerAssignment,
+    UnregisterConsumer,
+    RegistrationClosed,
+    AcquireExclusive,
+    ExclusiveGranted,
+    ReleaseExclusive,
+    ExclusiveRevoked,
 )

@@ -40,6 +40,9 @@ class ErrorCode(StrEnum):
     MESSAGE_TOO_LARGE = "MessageTooLarge"
     SERVICE_NOT_READY = "ServiceNotReady"
     INTERNAL_ERROR = "InternalError"
+    NOT_LEADER = "NotLeader"
+    UNKNOWN_REGISTRATION = "UnknownRegistration"
+    UNKNOWN_GRANT = "UnknownGrant"
 
     @property
     def closes_connection(self) -> bool:

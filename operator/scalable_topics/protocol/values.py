@@ -1,4 +1,5 @@
-"""The values commands carry: message ids, messages in a batch and as delivered, DAG nodes.
+"""The values commands carry: message ids, messages in a batch and as delivered, DAG nodes,
+assigned segments.
 
 They are NamedTuples on purpose: msgpack writes a tuple as an array natively, so encoding a
 batch of messages runs no Python code per message. Their fields are their wire form, in order.
@@ -92,4 +93,13 @@ class SegmentNode(NamedTuple):
     state: SegmentState
     parent_ids: tuple[int, ...] = ()
     child_ids: tuple[int, ...] = ()
+    broker_url: str | None = None
+
+
+class AssignedSegment(NamedTuple):
+    """One segment a stream or checkpoint consumer is assigned: where to subscribe to it.
+    ``broker_url`` is None while the segment is not placed yet (a later assignment names it)."""
+
+    segment_id: int
+    hash_range: HashRange
     broker_url: str | None = None

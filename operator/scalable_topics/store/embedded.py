@@ -93,7 +93,7 @@ class EmbeddedStore:
         kinds: Mapping[str, KindInfo] = DEFAULT_KINDS,
         clock: Clock | None = None,
         history_limit: int = 10_000,
-        poll_interval: float = 0.02,
+        poll_interval: float = 0.005,
         synchronous: Synchronous = "FULL",
         busy_timeout: float = 30.0,
     ) -> None:

@@ -1,0 +1,597 @@
+"""Topic-wide exclusive producers, granted by the topic's leader (DESIGN guarantee 5).
+
+A grant is carried out in this order, and only then reported: a compare-and-swap of
+``status.producer`` raises the topic's producer epoch and names the holder (stamped with this
+leader's term), then every Active segment is fenced to that epoch (``segment_fencing.py``).
+Segments created afterwards inherit the epoch from the topic. Were a segment found ahead of
+the topic (taken over on its own, outside any grant), the epoch is raised past it and the
+fencing repeated, so the holder is never refused by a segment it was granted.
+
+Liveness is not persisted (as for consumer sessions): a holder whose broker connection drops
+keeps the topic for the grace period, and may resume within it with the epoch it was granted;
+when the period ends, or on an explicit release, the holder is cleared (the epoch stays) and
+the first WaitForExclusive request in line is granted. A new leader loads the holder as
+disconnected with a fresh grace period, stamps its term on it in one compare-and-swap (so a
+deposed leader's write conflicts, and one that reads again finds a newer term and stops) and
+finishes fencing the segments to the holder's epoch, in case its predecessor died half way.
+The queue of waiting requests lives in memory: after a failover the brokers ask again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import deque
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from ..model.clock import Clock
+from ..model.exclusive_grants import (
+    ProducerHold,
+    Refusal,
+    Refuse,
+    Resume,
+    TakeOver,
+    Wait,
+    decide,
+)
+from ..model.resources import ProducerAccessMode, ScalableTopic
+from ..protocol import ErrorCode
+from ..store import Conflict, NotFound, Store, StoreError
+from .consumers import DEFAULT_GRACE_PERIOD, Deposed, newest_term
+from .segment_fencing import FENCE_TIMEOUT, FenceFailed, SegmentFencer, fence_topic
+
+log = logging.getLogger(__name__)
+
+_RETRY_FIRST, _RETRY_MAX = 0.2, 10.0
+_CODES = {
+    Refusal.BUSY: ErrorCode.PRODUCER_BUSY,
+    Refusal.FENCED: ErrorCode.PRODUCER_FENCED,
+    Refusal.INVALID: ErrorCode.INVALID_REQUEST,
+}
+
+
+class GrantRefused(Exception):
+    """A request the coordinator turns down; ``code`` goes on the wire."""
+
+    def __init__(self, code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class GrantChannel(Protocol):
+    """A requester as the coordinator sees it. The calls must not block: the endpoint queues
+    the frames, in call order."""
+
+    def queued(self) -> None:
+        """A WaitForExclusive request waits for its turn (answers the request)."""
+        ...
+
+    def granted(self, epoch: int) -> None:
+        """The topic is held at ``epoch`` (answers the request, or follows ``queued``)."""
+        ...
+
+    def revoked(self, code: ErrorCode, message: str) -> None:
+        """The grant (or the wait) ended here: fenced by another, topic gone, leadership lost."""
+        ...
+
+
+@dataclass(eq=False, slots=True)
+class _Waiter:
+    name: str
+    mode: ProducerAccessMode
+    channel: GrantChannel
+
+
+class TopicProducerGrants:
+    """One topic's exclusive producer, for one term of leadership. ``run`` serves until
+    cancelled (or until the store shows a newer term); ``acquire``, ``release`` and ``detach``
+    are the endpoint's calls."""
+
+    def __init__(
+        self,
+        store: Store,
+        fencer: SegmentFencer,
+        namespace: str,
+        name: str,
+        term: int,
+        clock: Clock,
+        grace_period: float = DEFAULT_GRACE_PERIOD,
+        fence_timeout: float = FENCE_TIMEOUT,
+    ) -> None:
+        if not grace_period > 0:
+            raise ValueError(f"the producer grace period must be positive, not {grace_period}s")
+        self._store = store
+        self._fencer = fencer
+        self._namespace, self._name = namespace, name
+        self._term = term
+        self._clock = clock
+        self._grace_period = grace_period
+        self._fence_timeout = fence_timeout
+        self._lock = asyncio.Lock()
+        self._ready = asyncio.Event()
+        self._wake = asyncio.Event()
+        self._hold = ProducerHold()  # as last read or written
+        self._holder_channel: GrantChannel | None = None
+        self._grace_deadline: float | None = None
+        self._clear_due = False  # the holder is released or expired; not yet written
+        self._fence_due: int | None = None  # an adopted grant whose fencing is finished here
+        self._waiters: deque[_Waiter] = deque()
+        self._closed: tuple[ErrorCode, str] | None = None
+
+    @property
+    def topic(self) -> str:
+        return f"{self._namespace}/{self._name}"
+
+    @property
+    def waiting(self) -> tuple[str, ...]:
+        return tuple(w.name for w in self._waiters)
+
+    # -- running --------------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        try:
+            await self._start()
+            await self._keep()
+        except Deposed as deposed:
+            log.warning("exclusive producer of %s: %s", self.topic, deposed)
+        finally:
+            self._shut(ErrorCode.NOT_LEADER, f"this controller no longer leads {self.topic}")
+
+    async def _start(self) -> None:
+        """Adopt the persisted holder: disconnected, a fresh grace period, this term."""
+        delay = _RETRY_FIRST
+        while True:
+            try:
+                async with self._lock:
+                    topic = await self._read()
+                    hold = ProducerHold.from_status(topic.status.producer)
+                    if hold.holder is not None:
+                        await self._write(topic, hold)
+                        self._grace_deadline = self._clock.monotonic() + self._grace_period
+                        self._fence_due = hold.epoch
+                        self._wake.set()
+                        log.info(
+                            "exclusive producer of %s: term %d adopted holder %s at epoch %d",
+                            self.topic,
+                            self._term,
+                            hold.holder,
+                            hold.epoch,
+                        )
+                    self._hold = hold
+                    break
+            except Deposed:
+                raise
+            except _TopicGone as gone:
+                self._shut(ErrorCode.TOPIC_NOT_FOUND, str(gone))
+                break
+            except (StoreError, ValueError) as error:
+                log.info("loading the exclusive producer of %s: %s; retrying", self.topic, error)
+            except Exception:
+                log.exception("loading the exclusive producer of %s failed; retrying", self.topic)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, _RETRY_MAX)
+        self._ready.set()
+
+    async def _keep(self) -> None:
+        """Expire the holder's grace period, persist releases, grant waiters, finish adopted
+        fencing; retrying failures with backoff."""
+        delay = _RETRY_FIRST
+        while True:
+            deadline = self._grace_deadline
+            timeout = None if deadline is None else max(0.0, deadline - self._clock.monotonic())
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(timeout):
+                    await self._wake.wait()
+            self._wake.clear()
+            try:
+                async with self._lock:
+                    await self._settle()
+                delay = _RETRY_FIRST
+                continue
+            except Deposed:
+                raise
+            except (_TopicGone, NotFound) as gone:
+                self._shut(ErrorCode.TOPIC_NOT_FOUND, f"topic {self.topic} is gone: {gone}")
+                return
+            except (StoreError, ValueError, FenceFailed, GrantRefused) as error:
+                log.info(
+                    "exclusive producer of %s: %s; retrying in %.1fs", self.topic, error, delay
+                )
+            except Exception:
+                log.exception("settling the exclusive producer of %s failed", self.topic)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, _RETRY_MAX)
+            self._wake.set()
+
+    async def _settle(self) -> None:
+        if self._closed is not None:
+            return
+        deadline = self._grace_deadline
+        if (
+            deadline is not None
+            and self._holder_channel is None
+            and self._clock.monotonic() >= deadline
+        ):
+            log.info(
+                "exclusive producer %s of %s did not come back within %.0fs: released",
+                self._hold.holder,
+                self.topic,
+                self._grace_period,
+            )
+            self._grace_deadline = None
+            self._clear_due = True
+        if self._clear_due:
+            await self._clear()
+        if self._fence_due is not None:
+            await fence_topic(
+                self._store,
+                self._fencer,
+                self._clock,
+                self._namespace,
+                self._name,
+                self._fence_due,
+                self._check_fence,
+                self._fence_timeout,
+            )
+            self._fence_due = None
+        while self._waiters and self._hold.holder is None and self._closed is None:
+            waiter = self._waiters[0]
+            try:
+                granted = await self._serve(
+                    waiter.name, waiter.mode, None, waiter.channel, promoting=True
+                )
+            except GrantRefused as refusal:
+                if refusal.code is ErrorCode.SERVICE_NOT_READY:
+                    raise  # it keeps its place; tried again after a backoff
+                self._forget_waiter(waiter)
+                waiter.channel.revoked(refusal.code, str(refusal))
+                continue
+            if not granted:
+                return
+            if not self._forget_waiter(waiter):
+                self.detach(waiter.channel)  # its connection dropped while it was being granted
+
+    def _forget_waiter(self, waiter: _Waiter) -> bool:
+        """Take ``waiter`` out of the line; False if it had left already (detached)."""
+        if waiter in self._waiters:
+            self._waiters.remove(waiter)
+            return True
+        return False
+
+    # -- the endpoint's calls -------------------------------------------------------------------
+
+    async def acquire(
+        self,
+        name: str,
+        mode: ProducerAccessMode,
+        requested_epoch: int | None,
+        channel: GrantChannel,
+    ) -> None:
+        """Grant, queue or refuse. On success the channel has been told (``granted`` or
+        ``queued``) before this returns; otherwise GrantRefused says why."""
+        await self._ready.wait()
+        async with self._lock:
+            self._refuse_if_closed()
+            await self._serve(name, mode, requested_epoch, channel, promoting=False)
+
+    async def release(self, channel: GrantChannel) -> None:
+        """The holder gives the topic up, or a waiter stops waiting."""
+        async with self._lock:
+            self._refuse_if_closed()
+            for waiter in self._waiters:
+                if waiter.channel is channel:
+                    self._waiters.remove(waiter)
+                    return
+            if channel is not self._holder_channel:
+                raise GrantRefused(
+                    ErrorCode.UNKNOWN_GRANT, f"the request holds no grant of {self.topic}"
+                )
+            log.info("exclusive producer %s released %s", self._hold.holder, self.topic)
+            self._holder_channel = None
+            self._clear_due = True
+            self._wake.set()  # the next in line is granted by the keeper, off this request
+            try:
+                await self._clear()
+            except _TopicGone:
+                return  # nothing is held any more
+            except Deposed as deposed:
+                raise GrantRefused(ErrorCode.NOT_LEADER, str(deposed)) from None
+            except (StoreError, ValueError) as error:
+                # The release stands (nobody is granted meanwhile); the keeper writes it.
+                log.info("recording the release of %s failed: %s; retrying", self.topic, error)
+
+    def detach(self, channel: GrantChannel) -> None:
+        """The requester's connection is gone: a holder's grace period starts; a waiter leaves
+        the line."""
+        self._waiters = deque(w for w in self._waiters if w.channel is not channel)
+        if channel is not self._holder_channel:
+            return
+        self._holder_channel = None
+        self._grace_deadline = self._clock.monotonic() + self._grace_period
+        self._wake.set()
+        log.info(
+            "exclusive producer %s of %s disconnected; it keeps the topic for %.0fs",
+            self._hold.holder,
+            self.topic,
+            self._grace_period,
+        )
+
+    # -- granting -------------------------------------------------------------------------------
+
+    async def _serve(
+        self,
+        name: str,
+        mode: ProducerAccessMode,
+        requested_epoch: int | None,
+        channel: GrantChannel,
+        promoting: bool,
+    ) -> bool:
+        """Decide and carry out a request; True once granted, False while it waits."""
+        while True:
+            topic = await self._read_for_request()
+            hold = self._effective(ProducerHold.from_status(topic.status.producer))
+            decision = decide(hold, self._holder_channel is not None, name, mode, requested_epoch)
+            match decision:
+                case Refuse(reason, message):
+                    raise GrantRefused(_CODES[reason], message)
+                case Wait():
+                    if not promoting:
+                        self._waiters.append(_Waiter(name, mode, channel))
+                        channel.queued()
+                        log.info("exclusive producer %s waits for %s", name, self.topic)
+                    return False
+                case Resume(epoch) if hold.holder is not None:
+                    # Its segments were fenced before it was first told; children inherit.
+                    self._grace_deadline = None
+                    self._holder_channel = channel
+                    channel.granted(epoch)
+                    log.info("exclusive producer %s of %s is back", name, self.topic)
+                    return True
+                case Resume(epoch) | TakeOver(epoch):
+                    try:
+                        await self._write_for_request(topic, hold.granted(name, mode, epoch))
+                    except Conflict:
+                        continue  # someone wrote the topic: decide again on what is there now
+                    await self._take(name, mode, epoch, channel)
+                    return True
+
+    async def _take(
+        self, name: str, mode: ProducerAccessMode, epoch: int, channel: GrantChannel
+    ) -> None:
+        """The new holder is persisted at ``epoch``: fence, then tell it."""
+        displaced = self._holder_channel
+        self._holder_channel = None
+        self._grace_deadline = None
+        self._clear_due = False
+        self._fence_due = None
+        if displaced is not None and displaced is not channel:
+            displaced.revoked(
+                ErrorCode.PRODUCER_FENCED,
+                f"producer {name!r} took {self.topic} over at epoch {epoch}: "
+                "this producer is closed for good",
+            )
+        try:
+            while True:
+                in_force = await fence_topic(
+                    self._store,
+                    self._fencer,
+                    self._clock,
+                    self._namespace,
+                    self._name,
+                    epoch,
+                    self._check_fence,
+                    self._fence_timeout,
+                )
+                if in_force <= epoch:
+                    break
+                log.warning(
+                    "a segment of %s is at producer epoch %d, ahead of the topic's %d: "
+                    "raising the topic past it",
+                    self.topic,
+                    in_force,
+                    epoch,
+                )
+                epoch = in_force + 1
+                await self._put(ProducerHold(epoch, name, mode))
+        except Deposed as deposed:
+            raise GrantRefused(ErrorCode.NOT_LEADER, str(deposed)) from None
+        except (_TopicGone, NotFound) as gone:
+            raise GrantRefused(
+                ErrorCode.TOPIC_NOT_FOUND, f"topic {self.topic} is gone: {gone}"
+            ) from None
+        except (FenceFailed, StoreError, ValueError) as error:
+            await self._abandon(name, error)
+            raise GrantRefused(
+                ErrorCode.SERVICE_NOT_READY, f"the grant of {self.topic} was abandoned: {error}"
+            ) from None
+        self._holder_channel = channel
+        channel.granted(epoch)
+        log.info(
+            "exclusive producer %s holds %s at epoch %d (%s)", name, self.topic, epoch, mode.value
+        )
+
+    async def _abandon(self, name: str, why: BaseException) -> None:
+        """A grant that could not be completed: its holder is cleared (the epoch stays)."""
+        log.warning("the grant of %s to %s failed: %s", self.topic, name, why)
+        self._clear_due = True
+        self._wake.set()
+        with contextlib.suppress(StoreError, ValueError, _TopicGone, Deposed):
+            await self._clear()
+
+    async def _clear(self) -> None:
+        """Persist that nobody holds the topic (if the stored holder is still ours)."""
+        expected = self._hold
+
+        def released(current: ProducerHold) -> ProducerHold | None:
+            if (current.holder, current.epoch) != (expected.holder, expected.epoch):
+                return None  # taken over meanwhile: nothing of ours to clear
+            return current.released()
+
+        await self._update(released)
+        self._clear_due = False
+
+    def _effective(self, stored: ProducerHold) -> ProducerHold:
+        """The stored hold, with a release that is not written yet taken into account."""
+        if self._clear_due and (stored.holder, stored.epoch) == (
+            self._hold.holder,
+            self._hold.epoch,
+        ):
+            return stored.released()
+        return stored
+
+    # -- the store ------------------------------------------------------------------------------
+
+    async def _read(self) -> ScalableTopic:
+        try:
+            raw = await self._store.get(ScalableTopic.KIND, self._namespace, self._name)
+        except NotFound:
+            raise _TopicGone(f"topic {self.topic} was deleted") from None
+        topic = ScalableTopic.model_validate(raw)
+        if topic.metadata.deletion_timestamp is not None:
+            raise _TopicGone(f"topic {self.topic} is being deleted")
+        self._check_fence(topic)
+        return topic
+
+    async def _read_for_request(self) -> ScalableTopic:
+        try:
+            return await self._read()
+        except _TopicGone as gone:
+            raise GrantRefused(ErrorCode.TOPIC_NOT_FOUND, str(gone)) from None
+        except Deposed as deposed:
+            raise GrantRefused(ErrorCode.NOT_LEADER, str(deposed)) from None
+        except (StoreError, ValueError) as error:
+            raise GrantRefused(
+                ErrorCode.SERVICE_NOT_READY, f"the controller cannot read {self.topic}: {error}"
+            ) from None
+
+    async def _write_for_request(self, topic: ScalableTopic, hold: ProducerHold) -> None:
+        try:
+            await self._write(topic, hold)
+        except Conflict:
+            raise
+        except (StoreError, ValueError) as error:
+            raise GrantRefused(
+                ErrorCode.SERVICE_NOT_READY, f"the controller cannot record it now: {error}"
+            ) from None
+
+    async def _write(self, topic: ScalableTopic, hold: ProducerHold) -> None:
+        """A compare-and-swap of ``status.producer`` on the version read, with this term."""
+        status = hold.to_status(self._term)
+        producer: dict[str, Any] = {
+            "epoch": status.epoch,
+            "holder": status.holder,  # None deletes the field (merge patch)
+            "accessMode": status.access_mode.value if status.access_mode else None,
+            "term": status.term,
+        }
+        await self._store.patch_status(
+            ScalableTopic.KIND,
+            self._namespace,
+            self._name,
+            {"status": {"producer": producer}},
+            resource_version=topic.metadata.resource_version,
+        )
+        self._hold = hold
+
+    async def _put(self, hold: ProducerHold) -> None:
+        """Write ``hold``, reading again on a conflict (only leaders write it: the term
+        check on each read stops a deposed one)."""
+        await self._update(lambda _current: hold)
+
+    async def _update(self, change: Callable[[ProducerHold], ProducerHold | None]) -> None:
+        """Read, apply ``change`` (current hold -> wanted, None for nothing to do), write;
+        again on a conflict."""
+        while True:
+            topic = await self._read()
+            wanted = change(ProducerHold.from_status(topic.status.producer))
+            if wanted is None:
+                return
+            try:
+                await self._write(topic, wanted)
+                return
+            except Conflict:
+                continue
+
+    def _check_fence(self, topic: ScalableTopic) -> None:
+        stored = topic.status.producer.term if topic.status.producer else 0
+        newest = max(newest_term(topic), stored)
+        if newest > self._term:
+            self._shut(
+                ErrorCode.NOT_LEADER, f"{self.topic} was written by controller term {newest}"
+            )
+            raise Deposed(
+                f"the store holds writes of term {newest}, newer than this leader's term "
+                f"{self._term}: another controller leads {self.topic}"
+            )
+
+    def _refuse_if_closed(self) -> None:
+        if self._closed is not None:
+            raise GrantRefused(*self._closed)
+
+    def _shut(self, code: ErrorCode, message: str) -> None:
+        """Stop serving: the holder's and every waiter's channel hears ``code``; later
+        requests are refused with it."""
+        if self._closed is None:
+            self._closed = (code, message)
+        channels = [w.channel for w in self._waiters]
+        if self._holder_channel is not None:
+            channels.append(self._holder_channel)
+        self._waiters.clear()
+        self._holder_channel = None
+        for channel in channels:
+            channel.revoked(code, message)
+        self._ready.set()
+
+
+class _TopicGone(Exception):
+    pass
+
+
+class ProducerGrantCoordinators:
+    """The exclusive producers of the topics this controller leads, for the endpoint to find."""
+
+    def __init__(
+        self,
+        store: Store,
+        fencer: SegmentFencer,
+        clock: Clock,
+        grace_period: float = DEFAULT_GRACE_PERIOD,
+    ) -> None:
+        if not grace_period > 0:
+            raise ValueError(f"the producer grace period must be positive, not {grace_period}s")
+        self._store = store
+        self._fencer = fencer
+        self._clock = clock
+        self._grace_period = grace_period
+        self._led: dict[tuple[str, str], TopicProducerGrants] = {}
+
+    def get(self, namespace: str, name: str) -> TopicProducerGrants | None:
+        return self._led.get((namespace, name))
+
+    @contextlib.asynccontextmanager
+    async def leading(
+        self, namespace: str, name: str, term: int
+    ) -> AsyncIterator[TopicProducerGrants]:
+        """Serve the topic's exclusive producer for one term of leadership."""
+        grants = TopicProducerGrants(
+            self._store, self._fencer, namespace, name, term, self._clock, self._grace_period
+        )
+        key = (namespace, name)
+        self._led[key] = grants
+        task = asyncio.get_running_loop().create_task(
+            grants.run(), name=f"exclusive producer {namespace}/{name}"
+        )
+        try:
+            yield grants
+        finally:
+            if self._led.get(key) is grants:
+                del self._led[key]
+            task.cancel()
+            try:
+                await task
+            except asyncio.CancelledError:
+                pass
+            except Exception:
+                log.exception("the exclusive producer of %s/%s failed", namespace, name)

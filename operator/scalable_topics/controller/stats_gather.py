@@ -1,0 +1,58 @@
+"""Gather a topic's stats: the topic and its Segment objects from the store, each segment's
+report from its broker (concurrently), aggregated by :mod:`.stats`.
+
+Any process that reaches the store and the brokers can do it (``stctl topics stats``); it
+needs no leadership and writes nothing. A segment whose broker does not answer is reported as
+unavailable, with the reason, instead of failing the whole answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from ..model.layout import SegmentLayout
+from ..model.resources import TOPIC_LABEL, ScalableTopic, Segment, segment_object_name
+from ..model.segment import SegmentInfo
+from ..store import Store
+from .broker_admin import BrokerAdmin, BrokerAdminError, BrokerUnreachable
+from .stats import SegmentReport, TopicStats, Unavailable, aggregate
+
+_PARALLELISM = 16
+
+
+async def gather_topic_stats(
+    store: Store, admin: BrokerAdmin, namespace: str, name: str, parallelism: int = _PARALLELISM
+) -> TopicStats:
+    """The topic's stats; raises the store's NotFound when there is no such topic."""
+    topic = ScalableTopic.model_validate(await store.get(ScalableTopic.KIND, namespace, name))
+    layout = SegmentLayout.from_status(topic.status.to_wire()) if topic.status.segments else None
+    if layout is None:
+        return aggregate(topic, None, {}, {})
+    listing = await store.list(
+        Segment.KIND, namespace=namespace, label_selector=f"{TOPIC_LABEL}={name}"
+    )
+    objects = {item["metadata"]["name"]: Segment.model_validate(item) for item in listing.items}
+    brokers: dict[int, str | None] = {}
+    for info in layout.segments.values():
+        segment = objects.get(segment_object_name(name, info.descriptor))
+        brokers[info.segment_id] = segment.status.broker if segment is not None else None
+    gate = asyncio.Semaphore(parallelism)
+
+    async def one(info: SegmentInfo) -> tuple[int, SegmentReport | Unavailable]:
+        broker = brokers[info.segment_id]
+        if broker is None:
+            return info.segment_id, Unavailable("not placed on a broker yet")
+        async with gate:
+            try:
+                stats = await admin.stats(broker, namespace, name, info.descriptor)
+            except BrokerUnreachable as error:
+                return info.segment_id, Unavailable(f"broker unreachable: {error}")
+            except BrokerAdminError as error:
+                return info.segment_id, Unavailable(f"broker refused: {error}")
+        try:
+            return info.segment_id, SegmentReport.from_broker(stats)
+        except ValueError as error:
+            return info.segment_id, Unavailable(f"unreadable answer: {error}")
+
+    reports = dict(await asyncio.gather(*(one(info) for info in layout.segments.values())))
+    return aggregate(topic, layout, brokers, reports)

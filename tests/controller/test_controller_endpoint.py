@@ -1,0 +1,91 @@
+"""The controller's endpoint on loopback: the cluster token, and requests about topics this
+controller does not lead (NotLeader names the leader's endpoint)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+from aiohttp.test_utils import TestServer
+from memory_store import MemoryStore
+from wire_client import RequestFailed, WireClient
+
+from scalable_topics.controller.consumers import ConsumerCoordinators
+from scalable_topics.controller.endpoint import build_endpoint_app
+from scalable_topics.model.clock import SystemClock
+from scalable_topics.model.resources import CONTROLLER_ENDPOINT_ANNOTATION, controller_lease_name
+from scalable_topics.protocol import ErrorCode, SegmentSubscriptionType, Subscribe
+
+TOKEN = "cluster-secret"
+LEADER = "http://controller-1:8080"
+
+
+@pytest.fixture
+async def endpoint() -> AsyncIterator[str]:
+    store = MemoryStore()
+    await store.create(
+        {
+            "apiVersion": "scalabletopics.dev/v1alpha1",
+            "kind": "ScalableTopic",
+            "metadata": {"name": "orders", "namespace": "default"},
+            "spec": {"subscriptions": [{"name": "s", "type": "Stream"}]},
+        }
+    )
+    await store.create(
+        {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": {
+                "name": controller_lease_name("orders"),
+                "namespace": "default",
+                "annotations": {CONTROLLER_ENDPOINT_ANNOTATION: LEADER},
+            },
+            "spec": {"holderIdentity": "controller-1", "leaseDurationSeconds": 15},
+        }
+    )
+    coordinators = ConsumerCoordinators(store, SystemClock())  # type: ignore[arg-type]
+    server = TestServer(build_endpoint_app(coordinators, store, "controller-0", TOKEN))  # type: ignore[arg-type]
+    await server.start_server()
+    try:
+        yield f"http://127.0.0.1:{server.port}"
+    finally:
+        await server.close()
+
+
+async def test_brokers_without_the_cluster_token_are_refused(endpoint: str) -> None:
+    for token in (None, "wrong"):
+        with pytest.raises(RequestFailed) as refused:
+            await WireClient.connect(endpoint, token)
+        assert refused.value.code is ErrorCode.AUTHENTICATION_FAILED
+
+
+async def test_requests_about_topics_led_elsewhere_name_the_leader(endpoint: str) -> None:
+    broker = await WireClient.connect(endpoint, TOKEN)
+    try:
+        with pytest.raises(RequestFailed, match=f"its leader is at {LEADER}") as elsewhere:
+            await broker.register_consumer(1, "default/orders", "s", "amy")
+        assert elsewhere.value.code is ErrorCode.NOT_LEADER
+        with pytest.raises(RequestFailed) as missing:
+            await broker.register_consumer(2, "default/nothing", "s", "amy")
+        assert missing.value.code is ErrorCode.TOPIC_NOT_FOUND
+        with pytest.raises(RequestFailed) as malformed:
+            await broker.register_consumer(3, "orders", "s", "amy")
+        assert malformed.value.code is ErrorCode.INVALID_REQUEST
+        with pytest.raises(RequestFailed) as unknown:
+            await broker.unregister_consumer(1)
+        assert unknown.value.code is ErrorCode.UNKNOWN_REGISTRATION
+        with pytest.raises(RequestFailed) as not_served:
+            await broker.request(
+                Subscribe(
+                    broker.next_id(),
+                    1,
+                    "default/orders",
+                    0,
+                    "s",
+                    SegmentSubscriptionType.SHARED,
+                    "a",
+                )
+            )
+        assert not_served.value.code is ErrorCode.INVALID_REQUEST
+    finally:
+        await broker.close()

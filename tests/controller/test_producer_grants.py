@@ -1,0 +1,410 @@
+"""A topic leader's exclusive producer grants, on fake loop time (looptime), an in-memory store
+and brokers that keep each segment's producer epoch: persisted, then fenced, then reported;
+busy, waiting and fencing requests; grace periods; new and deposed leaders; failures."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from memory_store import MemoryStore
+
+from scalable_topics.controller.broker_admin import BrokerAdminError, BrokerUnreachable
+from scalable_topics.controller.producer_grants import GrantRefused, TopicProducerGrants
+from scalable_topics.model.clock import SystemClock
+from scalable_topics.model.hash_range import HashRange
+from scalable_topics.model.layout import SegmentLayout
+from scalable_topics.model.resources import (
+    TOPIC_LABEL,
+    PendingOperation,
+    ProducerAccessMode,
+    ProducerStatus,
+    ScalableTopic,
+    segment_object_name,
+)
+from scalable_topics.model.segment import descriptor
+from scalable_topics.protocol import ErrorCode
+
+pytestmark = pytest.mark.looptime
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+GRACE = 30.0
+NS, NAME = "default", "orders"
+Mode = ProducerAccessMode
+
+
+@dataclass
+class Brokers:
+    """Every segment's producer epoch as its broker keeps it. Each fence records the epoch the
+    topic's status held when it arrived, so tests can check the grant was persisted first."""
+
+    store: MemoryStore
+    epochs: dict[str, int] = field(default_factory=dict)
+    fences: list[tuple[str, int, int]] = field(default_factory=list)  # descriptor, epoch, stored
+    unreachable: set[str] = field(default_factory=set)
+    not_created: set[str] = field(default_factory=set)
+
+    async def fence(
+        self, broker_url: str, namespace: str, topic: str, segment: str, epoch: int
+    ) -> int:
+        assert (namespace, topic) == (NS, NAME) and broker_url.startswith("ws://broker-")
+        stored = await producer_status(self.store)
+        self.fences.append((segment, epoch, stored.epoch if stored else 0))
+        if segment in self.unreachable:
+            raise BrokerUnreachable(f"{broker_url} does not answer")
+        if segment in self.not_created:
+            raise BrokerAdminError(404, "SegmentNotFound", f"no segment {segment}")
+        self.epochs[segment] = max(self.epochs.get(segment, 0), epoch)
+        return self.epochs[segment]
+
+
+class Channel:
+    """A requester as the coordinator sees it: what it was told, in order, and what every
+    broker's segment epoch was at the moment it was told it holds the topic."""
+
+    def __init__(self, brokers: Brokers) -> None:
+        self.brokers = brokers
+        self.told: list[tuple[Any, ...]] = []
+        self.segments_when_granted: dict[str, int] = {}
+
+    def queued(self) -> None:
+        self.told.append(("queued",))
+
+    def granted(self, epoch: int) -> None:
+        self.told.append(("granted", epoch))
+        self.segments_when_granted = dict(self.brokers.epochs)
+
+    def revoked(self, code: ErrorCode, message: str) -> None:
+        self.told.append(("revoked", code))
+
+    @property
+    def epoch(self) -> int | None:
+        grants = [t[1] for t in self.told if t[0] == "granted"]
+        return grants[-1] if grants else None
+
+
+async def producer_status(store: MemoryStore) -> ProducerStatus | None:
+    raw = await store.get(ScalableTopic.KIND, NS, NAME)
+    return ScalableTopic.model_validate(raw).status.producer
+
+
+async def add_segment_object(store: MemoryStore, segment_id: int, start: int, end: int) -> str:
+    name_of = descriptor(segment_id, HashRange(start, end))
+    name = segment_object_name(NAME, name_of)
+    await store.create(
+        {
+            "apiVersion": "scalabletopics.dev/v1alpha1",
+            "kind": "Segment",
+            "metadata": {"name": name, "namespace": NS, "labels": {TOPIC_LABEL: NAME}},
+            "spec": {
+                "topic": NAME,
+                "segmentId": segment_id,
+                "hashRange": {"start": start, "end": end},
+            },
+        }
+    )
+    await store.patch_status(
+        "Segment", NS, name, {"status": {"broker": f"ws://broker-{segment_id % 2}"}}
+    )
+    return name_of
+
+
+@pytest.fixture
+async def store() -> MemoryStore:
+    memory = MemoryStore()
+    layout = SegmentLayout.initial(4, T0)
+    await memory.create(
+        {
+            "apiVersion": "scalabletopics.dev/v1alpha1",
+            "kind": "ScalableTopic",
+            "metadata": {"name": NAME, "namespace": NS},
+            "spec": {"initialSegments": 4},
+        }
+    )
+    await memory.patch_status(ScalableTopic.KIND, NS, NAME, {"status": layout.to_status()})
+    for info in layout.active:
+        await add_segment_object(
+            memory, info.segment_id, info.hash_range.start, info.hash_range.end
+        )
+    return memory
+
+
+@pytest.fixture
+def brokers(store: MemoryStore) -> Brokers:
+    return Brokers(store)
+
+
+Leader = Callable[..., TopicProducerGrants]
+
+
+@pytest.fixture
+async def leader(store: MemoryStore, brokers: Brokers) -> AsyncIterator[Leader]:
+    """Start the grants of one term; all of them stop at the end of the test."""
+    tasks: list[asyncio.Task[None]] = []
+
+    def start(term: int, **options: Any) -> TopicProducerGrants:
+        clock = SystemClock(asyncio.get_running_loop().time)
+        grants = TopicProducerGrants(store, brokers, NS, NAME, term, clock, GRACE, **options)  # type: ignore[arg-type]
+        tasks.append(asyncio.get_running_loop().create_task(grants.run()))
+        return grants
+
+    yield start
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def until(check: Callable[[], Any], step: float = 0.1) -> None:
+    """Wait (on fake time, bounded) until ``check()`` (awaited if a coroutine) is true."""
+    async with asyncio.timeout(GRACE * 10):
+        while True:
+            result = check()
+            if asyncio.iscoroutine(result):
+                result = await result
+            if result:
+                return
+            await asyncio.sleep(step)
+
+
+async def holder(store: MemoryStore) -> str | None:
+    status = await producer_status(store)
+    return status.holder if status else None
+
+
+async def refused(grants: TopicProducerGrants, *request: Any) -> ErrorCode:
+    with pytest.raises(GrantRefused) as refusal:
+        await grants.acquire(*request)
+    return refusal.value.code
+
+
+async def test_a_grant_is_persisted_then_every_segment_fenced_then_reported(
+    store: MemoryStore, brokers: Brokers, leader: Leader
+) -> None:
+    grants = leader(3)
+    amy = Channel(brokers)
+    await grants.acquire("amy", Mode.EXCLUSIVE, None, amy)
+    assert amy.told == [("granted", 1)]
+    assert await producer_status(store) == ProducerStatus(
+        epoch=1, holder="amy", access_mode=Mode.EXCLUSIVE, term=3
+    )
+    # Every fence arrived after the epoch was in the store, and all were done before amy heard.
+    assert len(brokers.fences) == 4 and all(stored == 1 for _, _, stored in brokers.fences)
+    assert sorted(amy.segments_when_granted.values()) == [1, 1, 1, 1]
+
+
+async def test_busy_waiting_and_fencing_requests(
+    store: MemoryStore, brokers: Brokers, leader: Leader
+) -> None:
+    grants = leader(1)
+    amy, bob, cat, dan = (Channel(brokers) for _ in range(4))
+    await grants.acquire("amy", Mode.EXCLUSIVE, None, amy)
+    assert await refused(grants, "bob", Mode.EXCLUSIVE, None, bob) is ErrorCode.PRODUCER_BUSY
+    await grants.acquire("cat", Mode.WAIT_FOR_EXCLUSIVE, None, cat)
+    assert cat.told == [("queued",)]
+
+    await grants.acquire("dan", Mode.EXCLUSIVE_WITH_FENCING, None, dan)
+    assert dan.told == [("granted", 2)]
+    assert amy.told == [("granted", 1), ("revoked", ErrorCode.PRODUCER_FENCED)]
+    assert sorted(dan.segments_when_granted.values()) == [2, 2, 2, 2]
+    # amy, fenced, may not come back with its epoch; cat still waits behind dan.
+    assert await refused(grants, "amy", Mode.EXCLUSIVE, 1, Channel(brokers)) is (
+        ErrorCode.PRODUCER_FENCED
+    )
+    assert grants.waiting == ("cat",)
+
+    await grants.release(dan)
+    await until(lambda: cat.epoch is not None)
+    assert cat.told == [("queued",), ("granted", 3)]
+    assert await producer_status(store) == ProducerStatus(
+        epoch=3, holder="cat", access_mode=Mode.WAIT_FOR_EXCLUSIVE, term=1
+    )
+    with pytest.raises(GrantRefused) as unknown:
+        await grants.release(dan)
+    assert unknown.value.code is ErrorCode.UNKNOWN_GRANT
+
+
+async def test_a_disconnected_holder_keeps_the_topic_for_its_grace_period(
+    store: MemoryStore, brokers: Brokers, leader: Leader
+) -> None:
+    grants = leader(1)
+    amy, bob = Channel(brokers), Channel(brokers)
+    await grants.acquire("amy", Mode.EXCLUSIVE, None, amy)
+    grants.detach(amy)
+    await asyncio.sleep(GRACE - 1)
+    assert await refused(grants, "bob", Mode.EXCLUSIVE, None, bob) is ErrorCode.PRODUCER_BUSY
+    fences = len(brokers.fences)
+    again = Channel(brokers)
+    await grants.acquire("amy", Mode.EXCLUSIVE, 1, again)  # back with its epoch: same grant
+    assert again.told == [("granted", 1)] and len(brokers.fences) == fences
+    await asyncio.sleep(GRACE * 2)  # the cancelled deadline passes: nothing happens
+    assert await holder(store) == "amy"
+
+    # Gone for good: once the grace period is over the next in line gets the topic.
+    waiter = Channel(brokers)
+    await grants.acquire("bob", Mode.WAIT_FOR_EXCLUSIVE, None, waiter)
+    loop = asyncio.get_running_loop()
+    grants.detach(again)
+    left_at = loop.time()
+    await until(lambda: waiter.epoch is not None, step=0.5)
+    assert loop.time() - left_at >= GRACE
+    assert waiter.told == [("queued",), ("granted", 2)]
+    assert await producer_status(store) == ProducerStatus(
+        epoch=2, holder="bob", access_mode=Mode.WAIT_FOR_EXCLUSIVE, term=1
+    )
+
+
+async def test_an_expired_holder_is_cleared_and_its_epoch_stays(
+    store: MemoryStore, brokers: Brokers, leader: Leader
+) -> None:
+    grants = leader(1)
+    amy = Channel(brokers)
+    await grants.acquire("amy", Mode.EXCLUSIVE, None, amy)
+    grants.detach(amy)
+    await until(lambda: _is_none(holder(store)), step=1)
+    assert await producer_status(store) == ProducerStatus(epoch=1, term=1)
+    # Nobody took over: amy, the last holder, may come back with its epoch after all.
+    back = Channel(brokers)
+    await grants.acquire("amy", Mode.EXCLUSIVE, 1, back)
+    assert back.told == [("granted", 1)]
+    assert await holder(store) == "amy"
+
+
+async def test_a_new_leader_adopts_the_holder_and_the_deposed_one_is_refused(
+    store: MemoryStore, brokers: Brokers, leader: Leader
+) -> None:
+    old = leader(1)
+    amy = Channel(brokers)
+    await old.acquire("amy", Mode.EXCLUSIVE, None, amy)
+    fences = len(brokers.fences)
+    await asyncio.sleep(GRACE - 5)  # amy's link is still up under the old leader
+    new = leader(2)
+    await until(lambda: _term_is(store, 2))
+    assert await holder(store) == "amy"
+    # The new leader finishes the fencing its predecessor may have left half done.
+    await until(lambda: len(brokers.fences) >= fences + 4)
+    assert {epoch for _, epoch, _ in brokers.fences[fences:]} == {1}
+
+    # The old leader reads the newer term: it refuses, and tells its holder to go elsewhere.
+    assert await refused(old, "bob", Mode.EXCLUSIVE, None, Channel(brokers)) is (
+        ErrorCode.NOT_LEADER
+    )
+    assert amy.told[-1] == ("revoked", ErrorCode.NOT_LEADER)
+    # amy comes back through the new leader with its epoch, well after the old grace period.
+    await asyncio.sleep(10)
+    back = Channel(brokers)
+    await new.acquire("amy", Mode.EXCLUSIVE, 1, back)
+    assert back.told == [("granted", 1)]
+
+
+async def test_a_leader_that_reads_a_newer_term_refuses_and_writes_nothing(
+    store: MemoryStore, brokers: Brokers, leader: Leader
+) -> None:
+    old = leader(1)
+    amy = Channel(brokers)
+    await old.acquire("amy", Mode.EXCLUSIVE, None, amy)
+    await old.release(amy)
+    # Another controller took the topic over (a higher term wrote it) without this one noticing.
+    await store.patch_status(
+        ScalableTopic.KIND, NS, NAME, {"status": {"controller": {"identity": "c2", "term": 2}}}
+    )
+    assert await refused(old, "bob", Mode.EXCLUSIVE, None, Channel(brokers)) is (
+        ErrorCode.NOT_LEADER
+    )
+    assert await producer_status(store) == ProducerStatus(epoch=1, term=1)
+
+
+async def test_an_unreachable_segment_abandons_the_grant_and_keeps_the_epoch(
+    store: MemoryStore, brokers: Brokers, leader: Leader
+) -> None:
+    grants = leader(1)
+    brokers.unreachable.add(next(iter(await segment_descriptors(store))))
+    amy = Channel(brokers)
+    assert await refused(grants, "amy", Mode.EXCLUSIVE, None, amy) is ErrorCode.SERVICE_NOT_READY
+    assert amy.told == []
+    assert await producer_status(store) == ProducerStatus(epoch=1, term=1)
+    brokers.unreachable.clear()
+    await grants.acquire("amy", Mode.EXCLUSIVE, None, amy)
+    assert amy.told == [("granted", 2)]
+
+
+async def test_a_segment_ahead_of_the_topic_raises_the_epoch_past_it(
+    store: MemoryStore, brokers: Brokers, leader: Leader
+) -> None:
+    grants = leader(1)
+    ahead = next(iter(await segment_descriptors(store)))
+    brokers.epochs[ahead] = 5  # taken over on its own, outside any grant
+    amy = Channel(brokers)
+    await grants.acquire("amy", Mode.EXCLUSIVE, None, amy)
+    assert amy.told == [("granted", 6)]
+    assert sorted(amy.segments_when_granted.values()) == [6, 6, 6, 6]
+    assert await producer_status(store) == ProducerStatus(
+        epoch=6, holder="amy", access_mode=Mode.EXCLUSIVE, term=1
+    )
+
+
+async def test_children_of_a_pending_split_are_fenced_when_their_storage_exists(
+    store: MemoryStore, brokers: Brokers, leader: Leader
+) -> None:
+    raw = await store.get(ScalableTopic.KIND, NS, NAME)
+    change = SegmentLayout.from_status(raw["status"]).plan_split(0)
+    pending = PendingOperation.model_validate({**change.to_dict(), "step": "Planned"})
+    await store.patch_status(
+        ScalableTopic.KIND, NS, NAME, {"status": {"pendingOperation": pending.to_wire()}}
+    )
+    made, not_made = change.children
+    made_descriptor = await add_segment_object(
+        store, made.segment_id, made.hash_range.start, made.hash_range.end
+    )
+    not_made_descriptor = await add_segment_object(
+        store, not_made.segment_id, not_made.hash_range.start, not_made.hash_range.end
+    )
+    brokers.not_created.add(not_made_descriptor)  # placed, its storage not created yet
+    grants = leader(1)
+    amy = Channel(brokers)
+    await grants.acquire("amy", Mode.EXCLUSIVE, None, amy)
+    assert amy.told == [("granted", 1)]
+    assert amy.segments_when_granted[made_descriptor] == 1
+    assert not_made_descriptor not in amy.segments_when_granted
+    assert len(amy.segments_when_granted) == 5
+
+
+async def segment_descriptors(store: MemoryStore) -> list[str]:
+    listing = await store.list("Segment", NS, f"{TOPIC_LABEL}={NAME}")
+    return [item["metadata"]["name"].removeprefix(f"{NAME}-") for item in listing.items]
+
+
+async def _is_none(value: Any) -> bool:
+    return await value is None
+
+
+async def _term_is(store: MemoryStore, term: int) -> bool:
+    status = await producer_status(store)
+    return status is not None and status.term == term
+
+
+async def test_children_recorded_as_created_must_all_be_fenced(
+    store: MemoryStore, brokers: Brokers, leader: Leader
+) -> None:
+    raw = await store.get(ScalableTopic.KIND, NS, NAME)
+    change = SegmentLayout.from_status(raw["status"]).plan_split(0)
+    pending = PendingOperation.model_validate({**change.to_dict(), "step": "ChildrenCreated"})
+    await store.patch_status(
+        ScalableTopic.KIND, NS, NAME, {"status": {"pendingOperation": pending.to_wire()}}
+    )
+    children = [
+        await add_segment_object(store, c.segment_id, c.hash_range.start, c.hash_range.end)
+        for c in change.children
+    ]
+    # The split will commit this child as it is: a grant that cannot fence it is no grant.
+    brokers.unreachable.add(children[1])
+    grants = leader(1)
+    amy = Channel(brokers)
+    assert await refused(grants, "amy", Mode.EXCLUSIVE, None, amy) is ErrorCode.SERVICE_NOT_READY
+    brokers.unreachable.clear()
+    await grants.acquire("amy", Mode.EXCLUSIVE, None, amy)
+    assert amy.told == [("granted", 2)]
+    assert {amy.segments_when_granted[c] for c in children} == {2}
