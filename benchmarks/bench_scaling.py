@@ -9,7 +9,7 @@ by the sealed parent and found the child in the committed layout (polling the st
 as a stand-in for a DAG watch push). Splits and merges alternate on one topic.
 Figures only: nothing here asserts on timing.
 
-    python benchmarks/bench_scaling.py [--operations 60]
+    python benchmarks/bench_scaling.py [--operations 60] [--pause 0.5]
 """
 
 from __future__ import annotations
@@ -140,6 +140,7 @@ async def one_operation(store: EmbeddedStore, requests: EmbeddedStore, producer:
 async def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--operations", type=int, default=60)
+    parser.add_argument("--pause", type=float, default=0.5, help="seconds between operations")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as directory:
         root = Path(directory)
@@ -171,7 +172,9 @@ async def main() -> None:
                 for _ in range(args.operations):
                     kind = "split" if len((await layout_of(store)).active) == 1 else "merge"
                     latencies[kind].append(await one_operation(store, requests, producer))
-                    await asyncio.sleep(0.05)
+                    # Operations are seconds apart in practice: let the leader's follow-up pass
+                    # (placement check, subscriptions, GC) finish, as it would between them.
+                    await asyncio.sleep(args.pause)
         finally:
             controller.terminate()
             broker.terminate()

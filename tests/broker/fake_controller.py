@@ -26,6 +26,7 @@ class FakeController:
     def __init__(self) -> None:
         self.commands: asyncio.Queue[Command] = asyncio.Queue()
         self.disconnections: asyncio.Queue[None] = asyncio.Queue()
+        self.connections = 0  # how many broker links it accepted
         self._ws: web.WebSocketResponse | None = None
         app = web.Application()
         app.router.add_get("/ws", self._serve)
@@ -62,6 +63,7 @@ class FakeController:
         ws = web.WebSocketResponse()
         await ws.prepare(request)
         self._ws = ws
+        self.connections += 1
         try:
             async for frame in ws:
                 if frame.type is not WSMsgType.BINARY:

@@ -6,19 +6,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from aiohttp.test_utils import TestServer
-from broker_process import free_port
 from fake_controller import FakeController
+from relay_broker import RelayBroker, relay_broker
 from wire_client import RequestFailed, WireClient
 
-from scalable_topics.broker.app import build_app
-from scalable_topics.broker.config import BrokerConfig
 from scalable_topics.model.hash_range import HashRange
-from scalable_topics.model.resources import CONTROLLER_ENDPOINT_ANNOTATION, controller_lease_name
 from scalable_topics.protocol import (
     AssignedSegment,
     ConsumerAssignment,
@@ -29,55 +24,15 @@ from scalable_topics.protocol import (
     Success,
     UnregisterConsumer,
 )
-from scalable_topics.store import EmbeddedStore, NotFound
 
 TOPIC = "default/orders"
 WAIT = 20.0
 
 
-@dataclass
-class Setup:
-    store: EmbeddedStore
-    broker_url: str
-    controller: FakeController
-
-    async def lead(self, controller: FakeController) -> None:
-        """Point the topic's Lease at ``controller``, as a new leader's acquisition does."""
-        name = controller_lease_name("orders")
-        annotations = {CONTROLLER_ENDPOINT_ANNOTATION: controller.url}
-        try:
-            lease = await self.store.get("Lease", "default", name)
-        except NotFound:
-            await self.store.create(
-                {
-                    "apiVersion": "coordination.k8s.io/v1",
-                    "kind": "Lease",
-                    "metadata": {"name": name, "namespace": "default", "annotations": annotations},
-                    "spec": {"holderIdentity": "fake", "leaseDurationSeconds": 15},
-                }
-            )
-            return
-        lease["metadata"]["annotations"] = annotations
-        lease["spec"]["leaseTransitions"] = lease["spec"].get("leaseTransitions", 0) + 1
-        await self.store.replace(lease)
-
-
 @pytest.fixture
-async def setup(tmp_path: Path) -> AsyncIterator[Setup]:
-    async with await EmbeddedStore.open(tmp_path / "store.db") as store:
-        port = free_port()
-        config = BrokerConfig(data_dir=tmp_path / "broker", store_url="embedded:unused", port=port)
-        server = TestServer(build_app(config, store=store), host="127.0.0.1", port=port)
-        await server.start_server()
-        controller = FakeController()
-        await controller.start()
-        ready = Setup(store, f"http://127.0.0.1:{port}", controller)
-        await ready.lead(controller)
-        try:
-            yield ready
-        finally:
-            await server.close()
-            await controller.close()
+async def setup(tmp_path: Path) -> AsyncIterator[RelayBroker]:
+    async with relay_broker(tmp_path) as ready:
+        yield ready
 
 
 def assignment(term: int, epoch: int, *segment_ids: int) -> ConsumerAssignment:
@@ -85,7 +40,7 @@ def assignment(term: int, epoch: int, *segment_ids: int) -> ConsumerAssignment:
     return ConsumerAssignment(7, term, epoch, segments)
 
 
-async def registered(setup: Setup, client: WireClient, controller: FakeController) -> int:
+async def registered(setup: RelayBroker, client: WireClient, controller: FakeController) -> int:
     """Register consumer "amy" as registration 7 and let ``controller`` accept it; the
     request id the broker used upstream."""
     request = asyncio.create_task(client.register_consumer(7, TOPIC, "s", "amy"))
@@ -105,7 +60,7 @@ async def pushed(client: WireClient) -> ConsumerAssignment | RegistrationClosed:
     return event
 
 
-async def test_assignments_older_than_the_last_relayed_are_dropped(setup: Setup) -> None:
+async def test_assignments_older_than_the_last_relayed_are_dropped(setup: RelayBroker) -> None:
     client = await WireClient.connect(setup.broker_url)
     try:
         await check_stale_pushes_are_dropped(setup, client)
@@ -113,7 +68,7 @@ async def test_assignments_older_than_the_last_relayed_are_dropped(setup: Setup)
         await client.close()
 
 
-async def check_stale_pushes_are_dropped(setup: Setup, client: WireClient) -> None:
+async def check_stale_pushes_are_dropped(setup: RelayBroker, client: WireClient) -> None:
     await registered(setup, client, setup.controller)
     for push in [
         assignment(2, 1, 0),
@@ -130,7 +85,7 @@ async def check_stale_pushes_are_dropped(setup: Setup, client: WireClient) -> No
     assert client.events.empty()  # the stale ones came before the last: nothing else follows
 
 
-async def test_the_registration_follows_a_leader_that_moves_or_dies(setup: Setup) -> None:
+async def test_the_registration_follows_a_leader_that_moves_or_dies(setup: RelayBroker) -> None:
     client = await WireClient.connect(setup.broker_url)
     second, third = FakeController(), FakeController()
     await second.start()
@@ -171,7 +126,9 @@ async def test_the_registration_follows_a_leader_that_moves_or_dies(setup: Setup
         await third.close()
 
 
-async def test_a_leave_is_relayed_and_a_dropped_connection_is_not_a_leave(setup: Setup) -> None:
+async def test_a_leave_is_relayed_and_a_dropped_connection_is_not_a_leave(
+    setup: RelayBroker,
+) -> None:
     client = await WireClient.connect(setup.broker_url)
     await registered(setup, client, setup.controller)
     leaving = asyncio.create_task(client.unregister_consumer(7))
@@ -192,7 +149,7 @@ async def test_a_leave_is_relayed_and_a_dropped_connection_is_not_a_leave(setup:
     assert setup.controller.commands.empty()
 
 
-async def test_refusals_are_final_or_retried_by_their_code(setup: Setup) -> None:
+async def test_refusals_are_final_or_retried_by_their_code(setup: RelayBroker) -> None:
     client = await WireClient.connect(setup.broker_url)
     try:
         request = asyncio.create_task(client.register_consumer(7, TOPIC, "nope", "amy"))

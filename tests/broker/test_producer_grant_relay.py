@@ -7,22 +7,16 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-from aiohttp.test_utils import TestServer
-from broker_process import free_port
 from fake_controller import FakeController
+from relay_broker import RelayBroker, relay_broker
 from wire_client import RequestFailed, WireClient
 
-from scalable_topics.broker.app import build_app
-from scalable_topics.broker.config import BrokerConfig
 from scalable_topics.model.resources import (
-    CONTROLLER_ENDPOINT_ANNOTATION,
     ProducerAccessMode,
-    controller_lease_name,
 )
 from scalable_topics.protocol import (
     AcquireExclusive,
@@ -30,61 +24,23 @@ from scalable_topics.protocol import (
     ErrorCode,
     ExclusiveGranted,
     ExclusiveRevoked,
+    RegisterConsumer,
     ReleaseExclusive,
     Success,
 )
-from scalable_topics.store import EmbeddedStore, NotFound
 
 TOPIC = "default/orders"
 Mode = ProducerAccessMode
 
 
-@dataclass
-class Relay:
-    store: EmbeddedStore
-    broker_url: str
-    controller: FakeController
-
-    async def lead(self, controller: FakeController) -> None:
-        """Point the topic's Lease at ``controller``, as a new leader's acquisition does."""
-        name = controller_lease_name("orders")
-        annotations = {CONTROLLER_ENDPOINT_ANNOTATION: controller.url}
-        try:
-            lease = await self.store.get("Lease", "default", name)
-        except NotFound:
-            await self.store.create(
-                {
-                    "apiVersion": "coordination.k8s.io/v1",
-                    "kind": "Lease",
-                    "metadata": {"name": name, "namespace": "default", "annotations": annotations},
-                    "spec": {"holderIdentity": "fake", "leaseDurationSeconds": 15},
-                }
-            )
-            return
-        lease["metadata"]["annotations"] = annotations
-        await self.store.replace(lease)
+@pytest.fixture
+async def relay(tmp_path: Path) -> AsyncIterator[RelayBroker]:
+    async with relay_broker(tmp_path) as ready:
+        yield ready
 
 
 @pytest.fixture
-async def relay(tmp_path: Path) -> AsyncIterator[Relay]:
-    async with await EmbeddedStore.open(tmp_path / "store.db") as store:
-        port = free_port()
-        config = BrokerConfig(data_dir=tmp_path / "broker", store_url="embedded:unused", port=port)
-        server = TestServer(build_app(config, store=store), host="127.0.0.1", port=port)
-        await server.start_server()
-        controller = FakeController()
-        await controller.start()
-        ready = Relay(store, f"http://127.0.0.1:{port}", controller)
-        await ready.lead(controller)
-        try:
-            yield ready
-        finally:
-            await server.close()
-            await controller.close()
-
-
-@pytest.fixture
-async def client(relay: Relay) -> AsyncIterator[WireClient]:
+async def client(relay: RelayBroker) -> AsyncIterator[WireClient]:
     connected = await WireClient.connect(relay.broker_url)
     try:
         yield connected
@@ -99,7 +55,7 @@ async def relayed(controller: FakeController) -> Any:
 
 
 async def test_a_wait_is_answered_then_the_grant_pushed_then_released(
-    relay: Relay, client: WireClient
+    relay: RelayBroker, client: WireClient
 ) -> None:
     request = asyncio.create_task(
         client.acquire_exclusive(5, TOPIC, "amy", Mode.WAIT_FOR_EXCLUSIVE)
@@ -122,7 +78,7 @@ async def test_a_wait_is_answered_then_the_grant_pushed_then_released(
 
 
 async def test_a_holder_asks_the_next_leader_with_its_epoch_and_hears_nothing_of_it(
-    relay: Relay, client: WireClient
+    relay: RelayBroker, client: WireClient
 ) -> None:
     request = asyncio.create_task(client.acquire_exclusive(5, TOPIC, "amy"))
     upstream = await relayed(relay.controller)
@@ -156,7 +112,9 @@ async def test_a_holder_asks_the_next_leader_with_its_epoch_and_hears_nothing_of
         await second.close()
 
 
-async def test_refusals_reach_the_client_with_their_code(relay: Relay, client: WireClient) -> None:
+async def test_refusals_reach_the_client_with_their_code(
+    relay: RelayBroker, client: WireClient
+) -> None:
     for mode, name in ((Mode.SHARED, "amy"), (Mode.EXCLUSIVE, "")):
         with pytest.raises(RequestFailed) as invalid:
             await client.acquire_exclusive(1, TOPIC, name, mode)
@@ -177,7 +135,7 @@ async def test_refusals_reach_the_client_with_their_code(relay: Relay, client: W
 
 
 async def test_giving_up_a_wait_releases_it_and_the_grant_never_comes(
-    relay: Relay, client: WireClient
+    relay: RelayBroker, client: WireClient
 ) -> None:
     request = asyncio.create_task(
         client.acquire_exclusive(2, TOPIC, "amy", Mode.WAIT_FOR_EXCLUSIVE)
@@ -198,7 +156,7 @@ async def test_giving_up_a_wait_releases_it_and_the_grant_never_comes(
 
 
 async def test_a_client_that_goes_away_closes_the_link_and_releases_nothing(
-    relay: Relay,
+    relay: RelayBroker,
 ) -> None:
     client = await WireClient.connect(relay.broker_url)
     request = asyncio.create_task(client.acquire_exclusive(1, TOPIC, "amy"))
@@ -208,3 +166,18 @@ async def test_a_client_that_goes_away_closes_the_link_and_releases_nothing(
     await client.close()
     await relay.controller.wait_disconnected()  # the leader starts the holder's grace period
     assert relay.controller.commands.empty()  # no ReleaseExclusive: the grant outlives the link
+
+
+async def test_consumers_and_grants_of_one_connection_share_its_link(
+    relay: RelayBroker, client: WireClient
+) -> None:
+    registering = asyncio.create_task(client.register_consumer(7, TOPIC, "s", "amy"))
+    registration = await relay.controller.next_command()
+    assert isinstance(registration, RegisterConsumer)
+    await relay.controller.send(Success(registration.request_id))
+    await registering
+    acquiring = asyncio.create_task(client.acquire_exclusive(1, TOPIC, "amy"))
+    upstream = await relayed(relay.controller)
+    await relay.controller.send(ExclusiveGranted(1, upstream.request_id, 1))
+    await acquiring
+    assert relay.controller.connections == 1

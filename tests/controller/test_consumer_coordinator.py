@@ -5,27 +5,21 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable
-from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from led_topic_fixtures import GRACE, NAME, NS, T0, Running, add_segment_object, loop_clock
 from memory_store import MemoryStore
 
 from scalable_topics.controller.consumers import ConsumerRefused, Grant, TopicConsumers
-from scalable_topics.model.clock import SystemClock
 from scalable_topics.model.layout import SegmentLayout
 from scalable_topics.model.resources import (
-    TOPIC_LABEL,
     ScalableTopic,
     Segment,
     segment_object_name,
 )
 from scalable_topics.protocol import ErrorCode
 from scalable_topics.store import Conflict
-
-T0 = datetime(2026, 1, 1, tzinfo=UTC)
-GRACE = 30.0
-NS, NAME = "default", "orders"
 
 pytestmark = pytest.mark.looptime
 
@@ -75,21 +69,7 @@ async def write_layout(store: MemoryStore, layout: SegmentLayout) -> None:
             continue
         except Exception:
             pass
-        await store.create(
-            {
-                "apiVersion": "scalabletopics.dev/v1alpha1",
-                "kind": "Segment",
-                "metadata": {"name": name, "namespace": NS, "labels": {TOPIC_LABEL: NAME}},
-                "spec": {
-                    "topic": NAME,
-                    "segmentId": info.segment_id,
-                    "hashRange": {"start": info.hash_range.start, "end": info.hash_range.end},
-                },
-            }
-        )
-        await store.patch_status(
-            Segment.KIND, NS, name, {"status": {"broker": f"ws://broker-{info.segment_id % 2}"}}
-        )
+        await add_segment_object(store, info.segment_id, info.hash_range.start, info.hash_range.end)
 
 
 async def persisted(store: MemoryStore, subscription: str = "orders") -> dict[str, Any]:
@@ -111,18 +91,13 @@ Leader = Callable[[int], TopicConsumers]
 @pytest.fixture
 async def leader(store: MemoryStore) -> AsyncIterator[Leader]:
     """Start the consumer sessions of one term; all of them stop at the end of the test."""
-    tasks: list[asyncio.Task[None]] = []
+    running = Running()
 
     def start(term: int) -> TopicConsumers:
-        clock = SystemClock(asyncio.get_running_loop().time)
-        coordinator = TopicConsumers(store, NS, NAME, term, clock, GRACE)  # type: ignore[arg-type]
-        tasks.append(asyncio.get_running_loop().create_task(coordinator.run()))
-        return coordinator
+        return running.start(TopicConsumers(store, NS, NAME, term, loop_clock(), GRACE))  # type: ignore[arg-type]
 
     yield start
-    for task in tasks:
-        task.cancel()
-    await asyncio.gather(*tasks, return_exceptions=True)
+    await running.stop()
 
 
 async def test_round_robin_persisted_then_pushed_only_to_consumers_whose_segments_changed(

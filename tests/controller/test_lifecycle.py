@@ -117,3 +117,22 @@ async def test_deleting_a_topic_removes_everything_even_what_is_already_gone(
         for descriptor in ("0000-7fff-0", "8000-ffff-1"):
             assert not await cluster.admin.delete_segment(url, "default", "orders", descriptor)
     assert await cluster.lifecycle.reconcile("default", "orders")  # nothing left: settled
+
+
+async def test_a_new_leader_shows_itself_in_the_status(cluster: Cluster) -> None:
+    await cluster.store.create(topic_manifest(2))
+    assert await cluster.lifecycle.reconcile("default", "orders")
+    successor = TopicLifecycle(
+        cluster.store,
+        cluster.admin,
+        SystemClock(),
+        LeaderIdentity("controller-1", "ws://controller-1:8080", 2),
+        "scalable-topics",
+    )
+    assert await successor.reconcile("default", "orders")
+    topic = ScalableTopic.model_validate(
+        await cluster.store.get(ScalableTopic.KIND, "default", "orders")
+    )
+    assert topic.status.controller is not None
+    assert (topic.status.controller.identity, topic.status.controller.term) == ("controller-1", 2)
+    assert topic.status.controller.endpoint == "ws://controller-1:8080"

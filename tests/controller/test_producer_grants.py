@@ -7,16 +7,14 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from led_topic_fixtures import GRACE, NAME, NS, T0, Running, add_segment_object, loop_clock
 from memory_store import MemoryStore
 
 from scalable_topics.controller.broker_admin import BrokerAdminError, BrokerUnreachable
 from scalable_topics.controller.producer_grants import GrantRefused, TopicProducerGrants
-from scalable_topics.model.clock import SystemClock
-from scalable_topics.model.hash_range import HashRange
 from scalable_topics.model.layout import SegmentLayout
 from scalable_topics.model.resources import (
     TOPIC_LABEL,
@@ -24,16 +22,11 @@ from scalable_topics.model.resources import (
     ProducerAccessMode,
     ProducerStatus,
     ScalableTopic,
-    segment_object_name,
 )
-from scalable_topics.model.segment import descriptor
 from scalable_topics.protocol import ErrorCode
 
 pytestmark = pytest.mark.looptime
 
-T0 = datetime(2026, 1, 1, tzinfo=UTC)
-GRACE = 30.0
-NS, NAME = "default", "orders"
 Mode = ProducerAccessMode
 
 
@@ -92,27 +85,6 @@ async def producer_status(store: MemoryStore) -> ProducerStatus | None:
     return ScalableTopic.model_validate(raw).status.producer
 
 
-async def add_segment_object(store: MemoryStore, segment_id: int, start: int, end: int) -> str:
-    name_of = descriptor(segment_id, HashRange(start, end))
-    name = segment_object_name(NAME, name_of)
-    await store.create(
-        {
-            "apiVersion": "scalabletopics.dev/v1alpha1",
-            "kind": "Segment",
-            "metadata": {"name": name, "namespace": NS, "labels": {TOPIC_LABEL: NAME}},
-            "spec": {
-                "topic": NAME,
-                "segmentId": segment_id,
-                "hashRange": {"start": start, "end": end},
-            },
-        }
-    )
-    await store.patch_status(
-        "Segment", NS, name, {"status": {"broker": f"ws://broker-{segment_id % 2}"}}
-    )
-    return name_of
-
-
 @pytest.fixture
 async def store() -> MemoryStore:
     memory = MemoryStore()
@@ -144,18 +116,14 @@ Leader = Callable[..., TopicProducerGrants]
 @pytest.fixture
 async def leader(store: MemoryStore, brokers: Brokers) -> AsyncIterator[Leader]:
     """Start the grants of one term; all of them stop at the end of the test."""
-    tasks: list[asyncio.Task[None]] = []
+    running = Running()
 
     def start(term: int, **options: Any) -> TopicProducerGrants:
-        clock = SystemClock(asyncio.get_running_loop().time)
-        grants = TopicProducerGrants(store, brokers, NS, NAME, term, clock, GRACE, **options)  # type: ignore[arg-type]
-        tasks.append(asyncio.get_running_loop().create_task(grants.run()))
-        return grants
+        grants = TopicProducerGrants(store, brokers, NS, NAME, term, loop_clock(), GRACE, **options)  # type: ignore[arg-type]
+        return running.start(grants)
 
     yield start
-    for task in tasks:
-        task.cancel()
-    await asyncio.gather(*tasks, return_exceptions=True)
+    await running.stop()
 
 
 async def until(check: Callable[[], Any], step: float = 0.1) -> None:

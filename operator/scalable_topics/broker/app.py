@@ -13,7 +13,7 @@ from aiohttp import web
 from ..store import Store, open_store
 from .admin import REGISTRY_KEY, TOKEN_KEY, add_routes, admin_errors
 from .config import BrokerConfig
-from .consumer_relay import ConsumerRelays
+from .controller_links import ControllerLinks
 from .drain_markers import DrainMarkers
 from .metrics import metrics_handler
 from .registration import Registration
@@ -25,7 +25,7 @@ log = logging.getLogger(__name__)
 
 CONFIG_KEY = web.AppKey("broker_config", BrokerConfig)
 TOPIC_WATCHES_KEY = web.AppKey("topic_watches", TopicWatchHub)
-CONSUMER_RELAYS_KEY = web.AppKey("consumer_relays", ConsumerRelays)
+CONTROLLER_LINKS_KEY = web.AppKey("controller_links", ControllerLinks)
 # aiohttp refuses WebSocket messages past this; a frame between the protocol limit and it still
 # gets a FrameTooLarge error frame instead of a dropped connection.
 _WEBSOCKET_SLACK_BYTES = 1024 * 1024
@@ -42,7 +42,7 @@ async def websocket(request: web.Request) -> web.WebSocketResponse:
         config,
         request.app[REGISTRY_KEY],
         topic_watches=request.app[TOPIC_WATCHES_KEY],
-        consumer_relays=request.app[CONSUMER_RELAYS_KEY],
+        controller_links=request.app[CONTROLLER_LINKS_KEY],
     ).serve()
     return ws
 
@@ -65,9 +65,9 @@ def build_app(config: BrokerConfig, store: Store | None = None) -> web.Applicati
         topic_watches = TopicWatchHub(backend)
         await topic_watches.start()
         app[TOPIC_WATCHES_KEY] = topic_watches
-        consumer_relays = ConsumerRelays(backend, config)
-        await consumer_relays.start()
-        app[CONSUMER_RELAYS_KEY] = consumer_relays
+        controller_links = ControllerLinks(backend, config)
+        await controller_links.start()
+        app[CONTROLLER_LINKS_KEY] = controller_links
         registration = Registration(backend, config, lambda: _load(registry))
         await registration.start()
         retention = asyncio.get_running_loop().create_task(_retention_loop(registry, config))
@@ -76,7 +76,7 @@ def build_app(config: BrokerConfig, store: Store | None = None) -> web.Applicati
             yield
         finally:
             await topic_watches.stop()
-            await consumer_relays.stop()
+            await controller_links.stop()
             await registration.stop()
             retention.cancel()
             with contextlib.suppress(asyncio.CancelledError):

@@ -64,7 +64,8 @@ from ..protocol import (
     negotiate_version,
 )
 from .config import BrokerConfig
-from .consumer_relay import ConsumerRelay, ConsumerRelays
+from .consumer_relay import ConsumerRelay
+from .controller_links import ConnectionLinks, ControllerLinks
 from .dispatch import Consumer, DispatchError
 from .errors import BrokerError
 from .producer_grant_relay import ProducerGrantRelay
@@ -134,7 +135,7 @@ class Session:
         registry: SegmentRegistry,
         *,
         topic_watches: TopicWatchHub,
-        consumer_relays: ConsumerRelays,
+        controller_links: ControllerLinks,
     ) -> None:
         self._ws = ws
         self._config = config
@@ -149,7 +150,8 @@ class Session:
         self._closing = False
         self._topic_watches = topic_watches
         self._watches: dict[int, TopicWatch] = {}
-        self._consumer_relays = consumer_relays
+        self._controller_links = controller_links
+        self._links: ConnectionLinks | None = None  # this connection's, once a relay needs one
         self._consumer_relay: ConsumerRelay | None = None
         self._grant_relay: ProducerGrantRelay | None = None
 
@@ -247,7 +249,7 @@ class Session:
                 await self._close_watch(command)
             case RegisterConsumer():
                 if self._consumer_relay is None:
-                    self._consumer_relay = self._consumer_relays.for_connection(self.send)
+                    self._consumer_relay = ConsumerRelay(self._connection_links(), self.send)
                 await self._consumer_relay.register(command)
             case UnregisterConsumer():
                 if self._consumer_relay is None:
@@ -258,7 +260,7 @@ class Session:
                 await self._consumer_relay.unregister(command)
             case AcquireExclusive():
                 if self._grant_relay is None:
-                    self._grant_relay = ProducerGrantRelay(self._consumer_relays, self.send)
+                    self._grant_relay = ProducerGrantRelay(self._connection_links(), self.send)
                 await self._grant_relay.acquire(command)
             case ReleaseExclusive():
                 if self._grant_relay is None:
@@ -497,6 +499,12 @@ class Session:
 
     # -- helpers --------------------------------------------------------------------------------
 
+    def _connection_links(self) -> ConnectionLinks:
+        """This connection's links to controllers, shared by its consumer and grant relays."""
+        if self._links is None:
+            self._links = self._controller_links.for_connection()
+        return self._links
+
     def _segment(self, topic: str, segment_id: int) -> HostedSegment:
         try:
             return self._registry.find(topic, segment_id)
@@ -579,14 +587,11 @@ class Session:
         self._watches.clear()
         for task in list(self._tasks):
             task.cancel()
-        if self._consumer_relay is not None:
+        if self._links is not None:
             # Last: it awaits, and the handler may be cancelled meanwhile. The registrations
-            # stay with their controllers for the grace period.
+            # and a holder's grant stay with their controllers for the grace period.
             with contextlib.suppress(Exception):
-                await self._consumer_relay.close()
-        if self._grant_relay is not None:  # a holder keeps its grant for the grace period
-            with contextlib.suppress(Exception):
-                await self._grant_relay.close()
+                await self._links.close()
 
 
 def _request_id(command: Command) -> int | None:

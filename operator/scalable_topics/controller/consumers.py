@@ -23,9 +23,8 @@ subscriptions, adding an entry only when one is missing.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
@@ -46,24 +45,25 @@ from ..model.resources import (
 )
 from ..protocol import AssignedSegment, ErrorCode
 from ..store import Conflict, EventType, Expired, NotFound, Object, Store, StoreError
+from .led_topics import (
+    DEFAULT_GRACE_PERIOD,
+    RETRY_FIRST,
+    Deposed,
+    LedTopics,
+    Refused,
+    check_term,
+    keep_settling,
+    newest_term,
+    retry,
+)
 
 log = logging.getLogger(__name__)
 
 ORDERED_TYPES = frozenset({SubscriptionType.STREAM, SubscriptionType.CHECKPOINT})
-DEFAULT_GRACE_PERIOD = 30.0
-_RETRY_FIRST, _RETRY_MAX = 0.2, 10.0
 
 
-class ConsumerRefused(Exception):
+class ConsumerRefused(Refused):
     """A registration request the coordinator turns down; ``code`` goes on the wire."""
-
-    def __init__(self, code: ErrorCode, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-
-
-class Deposed(Exception):
-    """The store holds registrations of a newer term: another controller leads the topic."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,64 +171,45 @@ class TopicConsumers:
         """Adopt the persisted registrations, each disconnected with a fresh grace period."""
         await self._topic_synced.wait()
         await self._segments_synced.wait()
-        delay = _RETRY_FIRST
-        while True:
-            try:
-                async with self._lock:
-                    raw = await self._store.get(ScalableTopic.KIND, self._namespace, self._name)
-                    topic = ScalableTopic.model_validate(raw)
-                    self._check_fence(topic)
-                    now = self._clock.monotonic()
-                    for entry in topic.status.subscriptions:
-                        if _is_open(entry, topic) and entry.consumers:
-                            members = self._members.setdefault(entry.name, {})
-                            for consumer in entry.consumers:
-                                members[consumer.name] = consumer.registered_at
-                                self._timers.start((entry.name, consumer.name), now)
-                    await self._settle()
-                    adopted = sum(len(m) for m in self._members.values())
-                    log.info(
-                        "consumer sessions of %s: term %d adopted %d registrations",
-                        self.topic,
-                        self._term,
-                        adopted,
-                    )
-                    break
-            except Deposed:
-                raise
-            except (StoreError, ValueError) as error:
-                log.info("loading consumer sessions of %s: %s; retrying", self.topic, error)
-            except Exception:
-                log.exception("loading consumer sessions of %s failed; retrying", self.topic)
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, _RETRY_MAX)
+        await retry(self._adopt, f"loading consumer sessions of {self.topic}")
         self._ready.set()
+
+    async def _adopt(self) -> None:
+        async with self._lock:
+            raw = await self._store.get(ScalableTopic.KIND, self._namespace, self._name)
+            topic = ScalableTopic.model_validate(raw)
+            self._check_fence(topic)
+            now = self._clock.monotonic()
+            for entry in topic.status.subscriptions:
+                if _is_open(entry, topic) and entry.consumers:
+                    members = self._members.setdefault(entry.name, {})
+                    for consumer in entry.consumers:
+                        members[consumer.name] = consumer.registered_at
+                        self._timers.start((entry.name, consumer.name), now)
+            await self._settle()
+            adopted = sum(len(m) for m in self._members.values())
+            log.info(
+                "consumer sessions of %s: term %d adopted %d registrations",
+                self.topic,
+                self._term,
+                adopted,
+            )
 
     async def _keep_settled(self) -> None:
         """Settle on every change and at every grace deadline, retrying failures."""
-        delay = _RETRY_FIRST
-        while True:
-            deadline = self._timers.next_deadline()
-            timeout = None if deadline is None else max(0.0, deadline - self._clock.monotonic())
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(timeout):
-                    await self._wake.wait()
-            self._wake.clear()
-            try:
-                async with self._lock:
-                    self._expire()
-                    await self._settle()
-                delay = _RETRY_FIRST
-                continue
-            except Deposed:
-                raise
-            except (StoreError, ValueError) as error:
-                log.info("consumer sessions of %s: %s; retrying in %.1fs", self.topic, error, delay)
-            except Exception:
-                log.exception("settling consumer sessions of %s failed; retrying", self.topic)
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, _RETRY_MAX)
-            self._wake.set()
+        await keep_settling(
+            self._settle_now,
+            self._wake,
+            self._timers.next_deadline,
+            self._clock,
+            f"settling consumer sessions of {self.topic}",
+        )
+
+    async def _settle_now(self) -> bool:
+        async with self._lock:
+            self._expire()
+            await self._settle()
+        return False  # it serves until cancelled or deposed
 
     def _expire(self) -> None:
         for subscription, name in self._timers.pop_expired(self._clock.monotonic()):
@@ -441,16 +422,7 @@ class TopicConsumers:
         return {segment_id: obj.drained for segment_id, obj in self._segments.items()}
 
     def _check_fence(self, topic: ScalableTopic) -> None:
-        newest = newest_term(topic)
-        if newest > self._term:
-            self._shut(
-                ErrorCode.NOT_LEADER,
-                f"the registrations of {self.topic} were written by term {newest}",
-            )
-            raise Deposed(
-                f"the store holds registrations of term {newest}, newer than this leader's "
-                f"term {self._term}: another controller leads {self.topic}"
-            )
+        check_term(newest_term(topic), self._term, self.topic, self._shut)
 
     def _check_subscription(self, subscription: str) -> None:
         kind = self._declared.get(subscription)
@@ -557,53 +529,19 @@ class TopicConsumers:
                 log.warning(
                     "watching %s of %s failed; listing again", kind, self.topic, exc_info=True
                 )
-                await asyncio.sleep(_RETRY_FIRST)
+                await asyncio.sleep(RETRY_FIRST)
 
 
-class ConsumerCoordinators:
-    """The coordinators of the topics this controller leads, for the endpoint to find."""
+class ConsumerCoordinators(LedTopics[TopicConsumers]):
+    """The consumer sessions of the topics this controller leads, for the endpoint to find."""
 
     def __init__(self, store: Store, clock: Clock, grace_period: float = DEFAULT_GRACE_PERIOD):
         GraceTimers(grace_period)  # refuses a bad value here, not at the first leadership
-        self._store = store
-        self._clock = clock
-        self._grace_period = grace_period
-        self._led: dict[tuple[str, str], TopicConsumers] = {}
 
-    def get(self, namespace: str, name: str) -> TopicConsumers | None:
-        return self._led.get((namespace, name))
+        def make(namespace: str, name: str, term: int) -> TopicConsumers:
+            return TopicConsumers(store, namespace, name, term, clock, grace_period)
 
-    @contextlib.asynccontextmanager
-    async def leading(self, namespace: str, name: str, term: int) -> AsyncIterator[TopicConsumers]:
-        """Serve the topic's consumer sessions for one term of leadership."""
-        coordinator = TopicConsumers(
-            self._store, namespace, name, term, self._clock, self._grace_period
-        )
-        key = (namespace, name)
-        self._led[key] = coordinator
-        task = asyncio.get_running_loop().create_task(
-            coordinator.run(), name=f"consumer sessions {namespace}/{name}"
-        )
-        try:
-            yield coordinator
-        finally:
-            if self._led.get(key) is coordinator:
-                del self._led[key]
-            task.cancel()
-            try:
-                await task
-            except asyncio.CancelledError:
-                pass
-            except Exception:
-                log.exception("the consumer sessions of %s/%s failed", namespace, name)
-
-
-def newest_term(topic: ScalableTopic) -> int:
-    """The highest term that wrote the topic's registrations or leads it, as stored."""
-    terms = [c.term for entry in topic.status.subscriptions for c in entry.consumers]
-    if topic.status.controller is not None:
-        terms.append(topic.status.controller.term)
-    return max(terms, default=0)
+        super().__init__(make, "consumer sessions")
 
 
 def _is_open(entry: SubscriptionStatus, topic: ScalableTopic) -> bool:

@@ -31,6 +31,7 @@ from ..model.placement import BrokerInfo, choose_broker
 from ..model.resources import (
     FINALIZER,
     TOPIC_LABEL,
+    ControllerStatus,
     ScalableTopic,
     Segment,
     SegmentPhase,
@@ -234,6 +235,8 @@ class TopicLifecycle:
                 else TopicPhase.PENDING,
                 "active_segments": active,
                 "observed_generation": topic.metadata.generation,
+                # The LEADER column: whoever leads now, with its term, not the creator.
+                "controller": ControllerStatus.model_validate(self._controller_status()),
             }
         )
         if status == topic.status:

@@ -23,10 +23,11 @@ from ..model.resources import ScalableTopic, controller_lease_name
 from ..store import EventType, Expired, LeaseLock, NotFound, Store, StoreError
 from ..store.kinds import LEASE
 from .broker_admin import BrokerAdmin, BrokerAdminError, BrokerUnreachable
-from .consumers import DEFAULT_GRACE_PERIOD, ConsumerCoordinators
+from .consumers import ConsumerCoordinators
 from .endpoint import serving_endpoint
 from .events import EventRecorder
 from .leader import ElectionTiming, LeaderElector
+from .led_topics import DEFAULT_GRACE_PERIOD
 from .lifecycle import LeaderIdentity, TopicLifecycle
 from .producer_grants import ProducerGrantCoordinators
 from .scaling import OperationCannotProceed, TopicScaler

@@ -23,7 +23,7 @@ import asyncio
 import contextlib
 import logging
 from collections import deque
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -40,12 +40,20 @@ from ..model.exclusive_grants import (
 from ..model.resources import ProducerAccessMode, ScalableTopic
 from ..protocol import ErrorCode
 from ..store import Conflict, NotFound, Store, StoreError
-from .consumers import DEFAULT_GRACE_PERIOD, Deposed, newest_term
+from .led_topics import (
+    DEFAULT_GRACE_PERIOD,
+    Deposed,
+    LedTopics,
+    Refused,
+    check_term,
+    keep_settling,
+    newest_term,
+    retry,
+)
 from .segment_fencing import FENCE_TIMEOUT, FenceFailed, SegmentFencer, fence_topic
 
 log = logging.getLogger(__name__)
 
-_RETRY_FIRST, _RETRY_MAX = 0.2, 10.0
 _CODES = {
     Refusal.BUSY: ErrorCode.PRODUCER_BUSY,
     Refusal.FENCED: ErrorCode.PRODUCER_FENCED,
@@ -53,12 +61,8 @@ _CODES = {
 }
 
 
-class GrantRefused(Exception):
-    """A request the coordinator turns down; ``code`` goes on the wire."""
-
-    def __init__(self, code: ErrorCode, message: str) -> None:
-        super().__init__(message)
-        self.code = code
+class GrantRefused(Refused):
+    """A grant request the coordinator turns down; ``code`` goes on the wire."""
 
 
 class GrantChannel(Protocol):
@@ -142,69 +146,52 @@ class TopicProducerGrants:
 
     async def _start(self) -> None:
         """Adopt the persisted holder: disconnected, a fresh grace period, this term."""
-        delay = _RETRY_FIRST
-        while True:
+        await retry(self._adopt, f"loading the exclusive producer of {self.topic}")
+        self._ready.set()
+
+    async def _adopt(self) -> None:
+        async with self._lock:
             try:
-                async with self._lock:
-                    topic = await self._read()
-                    hold = ProducerHold.from_status(topic.status.producer)
-                    if hold.holder is not None:
-                        await self._write(topic, hold)
-                        self._grace_deadline = self._clock.monotonic() + self._grace_period
-                        self._fence_due = hold.epoch
-                        self._wake.set()
-                        log.info(
-                            "exclusive producer of %s: term %d adopted holder %s at epoch %d",
-                            self.topic,
-                            self._term,
-                            hold.holder,
-                            hold.epoch,
-                        )
-                    self._hold = hold
-                    break
-            except Deposed:
-                raise
+                topic = await self._read()
             except _TopicGone as gone:
                 self._shut(ErrorCode.TOPIC_NOT_FOUND, str(gone))
-                break
-            except (StoreError, ValueError) as error:
-                log.info("loading the exclusive producer of %s: %s; retrying", self.topic, error)
-            except Exception:
-                log.exception("loading the exclusive producer of %s failed; retrying", self.topic)
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, _RETRY_MAX)
-        self._ready.set()
+                return
+            hold = ProducerHold.from_status(topic.status.producer)
+            if hold.holder is not None:
+                await self._write(topic, hold)
+                self._grace_deadline = self._clock.monotonic() + self._grace_period
+                self._fence_due = hold.epoch
+                self._wake.set()
+                log.info(
+                    "exclusive producer of %s: term %d adopted holder %s at epoch %d",
+                    self.topic,
+                    self._term,
+                    hold.holder,
+                    hold.epoch,
+                )
+            self._hold = hold
 
     async def _keep(self) -> None:
         """Expire the holder's grace period, persist releases, grant waiters, finish adopted
         fencing; retrying failures with backoff."""
-        delay = _RETRY_FIRST
-        while True:
-            deadline = self._grace_deadline
-            timeout = None if deadline is None else max(0.0, deadline - self._clock.monotonic())
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(timeout):
-                    await self._wake.wait()
-            self._wake.clear()
-            try:
-                async with self._lock:
-                    await self._settle()
-                delay = _RETRY_FIRST
-                continue
-            except Deposed:
-                raise
-            except (_TopicGone, NotFound) as gone:
-                self._shut(ErrorCode.TOPIC_NOT_FOUND, f"topic {self.topic} is gone: {gone}")
-                return
-            except (StoreError, ValueError, FenceFailed, GrantRefused) as error:
-                log.info(
-                    "exclusive producer of %s: %s; retrying in %.1fs", self.topic, error, delay
-                )
-            except Exception:
-                log.exception("settling the exclusive producer of %s failed", self.topic)
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, _RETRY_MAX)
-            self._wake.set()
+        await keep_settling(
+            self._settle_now,
+            self._wake,
+            lambda: self._grace_deadline,
+            self._clock,
+            f"settling the exclusive producer of {self.topic}",
+            (StoreError, ValueError, FenceFailed, GrantRefused),
+        )
+
+    async def _settle_now(self) -> bool:
+        """Settle; True once the topic is gone (and nothing is served any more)."""
+        try:
+            async with self._lock:
+                await self._settle()
+        except (_TopicGone, NotFound) as gone:
+            self._shut(ErrorCode.TOPIC_NOT_FOUND, f"topic {self.topic} is gone: {gone}")
+            return True
+        return False
 
     async def _settle(self) -> None:
         if self._closed is not None:
@@ -516,15 +503,7 @@ class TopicProducerGrants:
 
     def _check_fence(self, topic: ScalableTopic) -> None:
         stored = topic.status.producer.term if topic.status.producer else 0
-        newest = max(newest_term(topic), stored)
-        if newest > self._term:
-            self._shut(
-                ErrorCode.NOT_LEADER, f"{self.topic} was written by controller term {newest}"
-            )
-            raise Deposed(
-                f"the store holds writes of term {newest}, newer than this leader's term "
-                f"{self._term}: another controller leads {self.topic}"
-            )
+        check_term(max(newest_term(topic), stored), self._term, self.topic, self._shut)
 
     def _refuse_if_closed(self) -> None:
         if self._closed is not None:
@@ -549,7 +528,7 @@ class _TopicGone(Exception):
     pass
 
 
-class ProducerGrantCoordinators:
+class ProducerGrantCoordinators(LedTopics[TopicProducerGrants]):
     """The exclusive producers of the topics this controller leads, for the endpoint to find."""
 
     def __init__(
@@ -561,37 +540,8 @@ class ProducerGrantCoordinators:
     ) -> None:
         if not grace_period > 0:
             raise ValueError(f"the producer grace period must be positive, not {grace_period}s")
-        self._store = store
-        self._fencer = fencer
-        self._clock = clock
-        self._grace_period = grace_period
-        self._led: dict[tuple[str, str], TopicProducerGrants] = {}
 
-    def get(self, namespace: str, name: str) -> TopicProducerGrants | None:
-        return self._led.get((namespace, name))
+        def make(namespace: str, name: str, term: int) -> TopicProducerGrants:
+            return TopicProducerGrants(store, fencer, namespace, name, term, clock, grace_period)
 
-    @contextlib.asynccontextmanager
-    async def leading(
-        self, namespace: str, name: str, term: int
-    ) -> AsyncIterator[TopicProducerGrants]:
-        """Serve the topic's exclusive producer for one term of leadership."""
-        grants = TopicProducerGrants(
-            self._store, self._fencer, namespace, name, term, self._clock, self._grace_period
-        )
-        key = (namespace, name)
-        self._led[key] = grants
-        task = asyncio.get_running_loop().create_task(
-            grants.run(), name=f"exclusive producer {namespace}/{name}"
-        )
-        try:
-            yield grants
-        finally:
-            if self._led.get(key) is grants:
-                del self._led[key]
-            task.cancel()
-            try:
-                await task
-            except asyncio.CancelledError:
-                pass
-            except Exception:
-                log.exception("the exclusive producer of %s/%s failed", namespace, name)
+        super().__init__(make, "exclusive producer")
