@@ -20,7 +20,7 @@ from ..model.clock import Clock, SystemClock
 from ..model.placement import NoLiveBroker
 from ..model.resources import CONTROLLER_ENDPOINT_ANNOTATION as ENDPOINT_ANNOTATION
 from ..model.resources import ScalableTopic, controller_lease_name
-from ..store import EventType, Expired, LeaseLock, NotFound, Store, StoreError
+from ..store import Conflict, EventType, Expired, LeaseLock, NotFound, Store, StoreError
 from ..store.kinds import LEASE
 from .broker_admin import BrokerAdmin, BrokerAdminError, BrokerUnreachable
 from .consumers import ConsumerCoordinators
@@ -35,6 +35,7 @@ from .scaling import OperationCannotProceed, TopicScaler
 log = logging.getLogger(__name__)
 
 _RETRY_FIRST, _RETRY_MAX = 0.5, 30.0
+_IMMEDIATE_RETRIES = 5
 # A settled topic is looked at again this often: drained markers (on Segment objects) and
 # retention age change nothing on the topic, yet they decide garbage collection.
 _RESYNC_SECONDS = 30.0
@@ -205,12 +206,27 @@ class ControllerManager:
         events = EventRecorder(self._store, self._clock, self._config.identity)
         scaler = TopicScaler(self._store, self._admin, self._clock, lifecycle, events)
         delay = _RETRY_FIRST
+        conflicts = 0
         while True:
             topic.changed.clear()
             try:
                 # Requests first: a split must not wait for a full pass over every segment.
                 await scaler.advance(namespace, name)
                 settled = await lifecycle.reconcile(namespace, name)
+                conflicts = 0
+            except Conflict:
+                # Another writer of the status (consumer sessions, grants) came first: read
+                # again at once, a few times, before backing off like any other failure.
+                conflicts += 1
+                if conflicts <= _IMMEDIATE_RETRIES:
+                    continue
+                log.info(
+                    "reconciling %s/%s: repeated conflicts; retrying in %.1fs",
+                    namespace,
+                    name,
+                    delay,
+                )
+                settled = False
             except (
                 StoreError,
                 BrokerAdminError,
