@@ -92,6 +92,59 @@ def test_controller_fence_raises_the_epoch_and_fences_older_grants() -> None:
     assert access.fence(5) == []  # the topic-wide holder survives a fence at its own epoch
 
 
+def test_a_reservation_refuses_shared_and_other_names_and_admits_the_holder() -> None:
+    access = ProducerAccess()
+    access.fence(4, holder="amy")
+    assert access.reserved_for == "amy"
+    with pytest.raises(ProducerBusy, match="held exclusively by 'amy'"):
+        access.open("s", "bob", Mode.SHARED)
+    with pytest.raises(ProducerBusy, match="held exclusively by 'amy'"):
+        access.open("s", "amy", Mode.SHARED)  # the holder produces exclusively, not shared
+    for mode in (Mode.EXCLUSIVE, Mode.WAIT_FOR_EXCLUSIVE, Mode.EXCLUSIVE_WITH_FENCING):
+        with pytest.raises(ProducerBusy, match="held exclusively by 'amy'"):
+            access.open("x", "bob", mode)
+        with pytest.raises(ProducerBusy):
+            access.open("x", "bob", mode, requested_epoch=4)  # the holder's epoch is not enough
+    assert access.producers == ()
+    opened = access.open("a", "amy", Mode.EXCLUSIVE_WITH_FENCING, requested_epoch=4)
+    assert opened.grant is not None and (opened.grant.name, opened.grant.epoch) == ("amy", 4)
+    access.close("a")  # the holder disconnects: the segment stays reserved for it
+    with pytest.raises(ProducerBusy):
+        access.open("s", "bob", Mode.SHARED)
+    assert access.open("a2", "amy", Mode.EXCLUSIVE, requested_epoch=4).grant is not None
+
+
+def test_a_cleared_reservation_admits_everyone_again() -> None:
+    access = ProducerAccess()
+    access.fence(2, holder="amy")
+    access.fence(2, holder=None)  # the grant ended: released at the same epoch
+    assert access.reserved_for is None and access.epoch == 2
+    assert access.open("s", "bob", Mode.SHARED).grant is not None
+
+
+def test_only_a_newer_grant_displaces_the_reservation() -> None:
+    access = ProducerAccess()
+    access.fence(3, holder="amy")
+    access.fence(2, holder=None)  # a release from an older grant, arriving late: ignored
+    assert (access.epoch, access.reserved_for) == (3, "amy")
+    taken = access.open("b", "bob", Mode.EXCLUSIVE_WITH_FENCING, requested_epoch=4)
+    assert taken.grant is not None and taken.grant.epoch == 4
+    assert access.reserved_for == "bob"
+    with pytest.raises(ProducerFenced):
+        access.open("a", "amy", Mode.EXCLUSIVE_WITH_FENCING, requested_epoch=3)
+
+
+def test_reserving_fences_other_names_and_refuses_queued_ones() -> None:
+    access = ProducerAccess()
+    access.open("s", "bob", Mode.SHARED)
+    access.open("e", "eve", Mode.WAIT_FOR_EXCLUSIVE)  # queued behind bob
+    fenced = access.fence(0, holder="amy")  # same epoch: bob's grant is no older, still fenced
+    assert [g.name for g in fenced] == ["bob"]
+    granted, refused = access.promote_waiters()
+    assert granted == []
+    assert [(h, type(e)) for h, e in refused] == [("e", ProducerBusy)]
+
+
 def test_waiter_with_a_stale_epoch_is_refused_on_promotion() -> None:
     access = ProducerAccess()
     access.open("a", "a", Mode.EXCLUSIVE)

@@ -5,12 +5,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from scalable_topics.broker.config import BrokerConfig
-from scalable_topics.broker.segment import HostedSegment
+from scalable_topics.broker.segment import HostedSegment, SegmentError
 from scalable_topics.broker.segment_meta import SegmentMeta
 from scalable_topics.model.position import Position
 from scalable_topics.model.resources import ProducerAccessMode
-from scalable_topics.protocol import BatchMessage, InitialPosition, Send
+from scalable_topics.protocol import BatchMessage, ErrorCode, InitialPosition, Send
 
 
 class RecordingGate:
@@ -82,3 +84,27 @@ async def test_reopened_segment_keeps_epoch_subscriptions_and_dedup(tmp_path: Pa
         assert reopened.highest_sequence_id("writer") == 0
     finally:
         await reopened.close()
+
+
+async def test_a_reservation_survives_a_restart_until_released(tmp_path: Path) -> None:
+    meta = SegmentMeta("default", "orders", 3, 0, 0x7FFF)
+    segment = await HostedSegment.create(
+        tmp_path / "seg", meta, [], config(tmp_path), RecordingGate()
+    )
+    assert await segment.fence(2, "amy") == 2
+    await segment.close()
+    reopened = await HostedSegment.open(tmp_path / "seg", config(tmp_path), RecordingGate())
+    try:
+        assert (reopened.producer_epoch, reopened.reserved_for) == (2, "amy")
+        with pytest.raises(SegmentError, match="held exclusively by 'amy'") as refused:
+            await reopened.open_producer("s", "bob", ProducerAccessMode.SHARED, None, None)  # type: ignore[arg-type]
+        assert refused.value.code is ErrorCode.PRODUCER_BUSY
+        await reopened.fence(2, None)
+    finally:
+        await reopened.close()
+    released = await HostedSegment.open(tmp_path / "seg", config(tmp_path), RecordingGate())
+    try:
+        assert (released.producer_epoch, released.reserved_for) == (2, None)
+        await released.open_producer("s", "bob", ProducerAccessMode.SHARED, None, None)  # type: ignore[arg-type]
+    finally:
+        await released.close()

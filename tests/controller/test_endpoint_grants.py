@@ -23,7 +23,13 @@ LEADER = "http://controller-1:8080"
 
 class NoBrokers:
     async def fence(
-        self, broker_url: str, namespace: str, topic: str, descriptor: str, epoch: int
+        self,
+        broker_url: str,
+        namespace: str,
+        topic: str,
+        descriptor: str,
+        epoch: int,
+        holder: str | None = None,
     ) -> int:
         raise AssertionError("a controller that leads nothing fences nothing")
 

@@ -2,7 +2,9 @@
 endpoint on the embedded store (DESIGN guarantee 5): a holder writes to every segment; an
 Exclusive rival is busy; a fencing rival takes over and the old holder's sends are refused and
 absent from every log; WaitForExclusive is granted on release and on grace expiry; the children
-of a later split carry the epoch; and a leader failover (cancelled, or killed) keeps the holder."""
+of a later split carry the epoch; a Shared producer is refused while the topic is held, even
+where the holder has no producer, until it is released; and a leader failover (cancelled, or
+killed) keeps the holder."""
 
 from __future__ import annotations
 
@@ -98,13 +100,14 @@ class Cluster:
     async def producer(self) -> ProducerStatus | None:
         return (await self.topic()).status.producer
 
-    async def segment_stats(self) -> dict[int, dict[str, Any]]:
-        """Every placed segment's stats, from its broker."""
+    async def segment_stats(self, ids: tuple[int, ...] | None = None) -> dict[int, dict[str, Any]]:
+        """Every placed segment's stats (or those of ``ids``), from its broker."""
         listing = await self.store.list(Segment.KIND, "default", f"{TOPIC_LABEL}=orders")
         stats = {}
         for item in listing.items:
             segment = Segment.model_validate(item)
-            if segment.status.broker is not None:
+            wanted = ids is None or segment.spec.segment_id in ids
+            if wanted and segment.status.broker is not None:
                 stats[segment.spec.segment_id] = await self.admin.stats(
                     segment.status.broker,
                     "default",
@@ -114,7 +117,7 @@ class Cluster:
         return stats
 
     async def producer_epochs(self, ids: tuple[int, ...] = SEGMENTS) -> dict[int, int]:
-        stats = await self.segment_stats()
+        stats = await self.segment_stats(ids)
         return {i: stats[i]["producerEpoch"] for i in ids}
 
 
@@ -279,14 +282,16 @@ async def test_exclusive_fencing_waiting_and_split_children(
                 {"metadata": {"annotations": {SPLIT_ANNOTATION: "1"}}},
             )
 
-            async def split_done() -> bool:
+            async def children_of_1() -> tuple[int, ...]:
+                # By their parent: GC may prune segment 1 itself once it is drained.
                 layout = SegmentLayout.from_status((await cluster.topic()).status.to_wire())
-                return bool(layout.get(1).child_ids) and layout.get(1).state.value == "Sealed"
+                return tuple(i for i, info in layout.segments.items() if 1 in info.parent_ids)
+
+            async def split_done() -> bool:
+                return len(await children_of_1()) == 2
 
             await eventually(split_done)
-            layout = SegmentLayout.from_status((await cluster.topic()).status.to_wire())
-            children = layout.get(1).child_ids
-            assert len(children) == 2
+            children = await children_of_1()
             assert await cluster.producer_epochs(children) == dict.fromkeys(children, 3)
             for child in children:
                 stale = await refusal(
@@ -299,6 +304,73 @@ async def test_exclusive_fencing_waiting_and_split_children(
         finally:
             for client in (amy, bob, cat):
                 await client.close()
+
+
+async def test_a_held_topic_refuses_shared_producers_until_it_is_released(
+    tmp_path: Path, make_broker: Callable[..., TestServer]
+) -> None:
+    async with running(tmp_path, make_broker, grace=60.0, controllers=1) as cluster:
+        amy = await WireClient.connect(cluster.broker_url)
+        bob = await WireClient.connect(cluster.broker_url)
+        producer_ids = iter(range(100, 1000))
+
+        async def bob_is_refused_everywhere(ids: tuple[int, ...]) -> None:
+            for segment_id in ids:
+                refused = await refusal(bob.open_producer(next(producer_ids), TOPIC, segment_id))
+                assert refused.code is ErrorCode.PRODUCER_BUSY
+                assert "held exclusively by 'amy'" in str(refused)
+
+        try:
+            # Granted, and no producer of amy's anywhere yet: every segment is kept for her.
+            await amy.acquire_exclusive(1, TOPIC, "amy")
+            stats = await cluster.segment_stats()
+            assert {i: stats[i]["reservedFor"] for i in SEGMENTS} == dict.fromkeys(SEGMENTS, "amy")
+            await bob_is_refused_everywhere(SEGMENTS)
+
+            # amy disconnects; within her grace period the segments stay hers.
+            await amy.close()
+            await bob_is_refused_everywhere(SEGMENTS)
+            amy = await WireClient.connect(cluster.broker_url)
+            back = await amy.acquire_exclusive(1, TOPIC, "amy", Mode.EXCLUSIVE, 1)
+            assert isinstance(back, ExclusiveGranted) and back.producer_epoch == 1
+            await open_on_every_segment(amy, "amy", 1, (0,))
+
+            # A split while she holds the topic: its children are kept for her too.
+            await cluster.store.patch(
+                ScalableTopic.KIND,
+                "default",
+                "orders",
+                {"metadata": {"annotations": {SPLIT_ANNOTATION: "1"}}},
+            )
+
+            async def children() -> tuple[int, ...]:
+                layout = SegmentLayout.from_status((await cluster.topic()).status.to_wire())
+                return tuple(i for i, info in layout.segments.items() if 1 in info.parent_ids)
+
+            async def split_done() -> bool:
+                return bool(await children())
+
+            await eventually(split_done)  # committed: 1 may be collected already, no matter
+            active = (0, 2, 3, *await children())
+            stats = await cluster.segment_stats(active)
+            assert {i: stats[i]["reservedFor"] for i in active} == dict.fromkeys(active, "amy")
+            await bob_is_refused_everywhere(active)
+
+            # amy releases: every segment is released (at the same epoch), and bob may produce.
+            await amy.close_producer(1)
+            await amy.release_exclusive(1)
+
+            async def released() -> bool:
+                stats = await cluster.segment_stats(active)
+                return all(stats[i]["reservedFor"] is None for i in active)
+
+            await eventually(released)
+            assert await cluster.producer_epochs(active) == dict.fromkeys(active, 1)
+            for segment_id in active:
+                await bob.open_producer(next(producer_ids), TOPIC, segment_id, "bob")
+        finally:
+            await amy.close()
+            await bob.close()
 
 
 async def test_a_holder_that_does_not_come_back_is_released_to_the_next_in_line(

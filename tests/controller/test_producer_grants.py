@@ -37,12 +37,19 @@ class Brokers:
 
     store: MemoryStore
     epochs: dict[str, int] = field(default_factory=dict)
+    holders: dict[str, str | None] = field(default_factory=dict)  # each segment's reservation
     fences: list[tuple[str, int, int]] = field(default_factory=list)  # descriptor, epoch, stored
     unreachable: set[str] = field(default_factory=set)
     not_created: set[str] = field(default_factory=set)
 
     async def fence(
-        self, broker_url: str, namespace: str, topic: str, segment: str, epoch: int
+        self,
+        broker_url: str,
+        namespace: str,
+        topic: str,
+        segment: str,
+        epoch: int,
+        holder: str | None = None,
     ) -> int:
         assert (namespace, topic) == (NS, NAME) and broker_url.startswith("ws://broker-")
         stored = await producer_status(self.store)
@@ -51,6 +58,8 @@ class Brokers:
             raise BrokerUnreachable(f"{broker_url} does not answer")
         if segment in self.not_created:
             raise BrokerAdminError(404, "SegmentNotFound", f"no segment {segment}")
+        if epoch >= self.epochs.get(segment, 0):
+            self.holders[segment] = holder
         self.epochs[segment] = max(self.epochs.get(segment, 0), epoch)
         return self.epochs[segment]
 
@@ -239,6 +248,25 @@ async def test_an_expired_holder_is_cleared_and_its_epoch_stays(
     await grants.acquire("amy", Mode.EXCLUSIVE, 1, back)
     assert back.told == [("granted", 1)]
     assert await holder(store) == "amy"
+
+
+async def test_an_ended_grant_releases_every_segment_and_a_new_leader_does_it_again(
+    store: MemoryStore, brokers: Brokers, leader: Leader
+) -> None:
+    grants = leader(1)
+    amy = Channel(brokers)
+    await grants.acquire("amy", Mode.EXCLUSIVE, None, amy)
+    segments = sorted(brokers.epochs)
+    assert len(segments) == 4 and brokers.holders == dict.fromkeys(segments, "amy")
+    await grants.release(amy)
+    await until(lambda: brokers.holders == dict.fromkeys(segments, None))
+    assert brokers.epochs == dict.fromkeys(segments, 1)  # released at the grant's own epoch
+
+    # As if the leader died between clearing the holder and releasing the segments.
+    brokers.holders = dict.fromkeys(segments, "amy")
+    leader(2)
+    await until(lambda: brokers.holders == dict.fromkeys(segments, None))
+    assert brokers.epochs == dict.fromkeys(segments, 1)
 
 
 async def test_a_new_leader_adopts_the_holder_and_the_deposed_one_is_refused(

@@ -99,8 +99,9 @@ class KeyedProducer:
             if segment_id not in view.brokers:
                 await asyncio.sleep(0.02)
                 continue
-            client = await self._producer(segment_id, view.brokers[segment_id])
             try:
+                # Opening can meet the segment sealed too, by an operation after this view.
+                client = await self._producer(segment_id, view.brokers[segment_id])
                 await client.send(1, len(self.acked), BatchMessage(payload, key=key))
             except RequestFailed as failure:
                 if failure.code is not ErrorCode.SEGMENT_TERMINATED:
@@ -114,8 +115,13 @@ class KeyedProducer:
     async def _producer(self, segment_id: int, broker_url: str) -> WireClient:
         client = self._clients.get(segment_id)
         if client is None:
-            client = self._clients[segment_id] = await WireClient.connect(broker_url)
-            await client.open_producer(1, TOPIC, segment_id, name=f"{self.name}-{segment_id}")
+            client = await WireClient.connect(broker_url)
+            try:
+                await client.open_producer(1, TOPIC, segment_id, name=f"{self.name}-{segment_id}")
+            except BaseException:
+                await client.close()
+                raise
+            self._clients[segment_id] = client
         return client
 
     async def _await_sealed(self, epoch: int, segment_id: int) -> None:

@@ -2,9 +2,10 @@
 
 ``/admin/v1/segments/{namespace}/{topic}/{descriptor}``: PUT creates (idempotent), DELETE
 deletes, ``.../terminate`` seals and returns the last entry id, ``.../fence`` raises the
-producer epoch, ``.../stats`` reports, ``.../subscriptions[/{name}]`` lists, creates and
-deletes subscriptions. Errors are JSON ``{"code": ..., "message": ...}`` with the wire
-protocol's error codes, so the controller can tell "already gone" (404) from a failure.
+producer epoch and reserves the segment for the topic-wide exclusive holder (or releases it),
+``.../stats`` reports, ``.../subscriptions[/{name}]`` lists, creates and deletes subscriptions.
+Errors are JSON ``{"code": ..., "message": ...}`` with the wire protocol's error codes, so the
+controller can tell "already gone" (404) from a failure.
 """
 
 from __future__ import annotations
@@ -48,11 +49,13 @@ class CreateSegment(_Body):
     parents: list[int] = Field(default_factory=list, max_length=2)
     subscriptions: list[str] = Field(default_factory=list)
     producer_epoch: int = Field(default=0, ge=0)
+    producer_holder: str | None = None  # the topic-wide exclusive holder it is reserved for
     retention: Retention | None = None
 
 
 class Fence(_Body):
     epoch: int = Field(ge=0)
+    holder: str | None = None  # reserve the segment for this holder; None releases it
 
 
 class CreateSubscription(_Body):
@@ -108,6 +111,7 @@ async def create_segment(request: web.Request) -> web.Response:
         body.subscriptions,
         body.producer_epoch,
         (retention.max_size_bytes, retention.max_age_seconds),
+        holder=body.producer_holder,
     )
     return web.json_response(segment.stats(), status=201 if created else 200)
 
@@ -123,7 +127,9 @@ async def terminate_segment(request: web.Request) -> web.Response:
 
 async def fence_segment(request: web.Request) -> web.Response:
     body: Fence = await _body(request, Fence)
-    return web.json_response({"producerEpoch": await _segment(request).fence(body.epoch)})
+    return web.json_response(
+        {"producerEpoch": await _segment(request).fence(body.epoch, body.holder)}
+    )
 
 
 async def segment_stats(request: web.Request) -> web.Response:

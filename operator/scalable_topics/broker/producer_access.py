@@ -9,6 +9,11 @@ good: its later sends are refused and never reach the log.
 
 The controller's topic-wide grant (DESIGN guarantee 5) is :meth:`ProducerAccess.fence`: it
 raises the epoch on every active segment first, then the new holder opens with that epoch.
+The fence also *reserves* the segment for the holder, so that nobody else slips in while the
+holder has no producer here (before its first open, or while it reconnects within its grace
+period): Shared producers and exclusive ones of other names are refused, unless they come with
+a higher epoch (only a newer grant yields one). The controller clears the reservation when the
+grant ends.
 """
 
 from __future__ import annotations
@@ -69,8 +74,9 @@ class _Waiter:
 
 
 class ProducerAccess:
-    def __init__(self, epoch: int = 0) -> None:
+    def __init__(self, epoch: int = 0, reserved_for: str | None = None) -> None:
         self._epoch = epoch
+        self._reserved_for = reserved_for  # the topic-wide holder, at ``epoch``
         self._shared: dict[Hashable, Grant] = {}
         self._exclusive: Grant | None = None
         self._waiting: deque[_Waiter] = deque()
@@ -79,6 +85,11 @@ class ProducerAccess:
     def epoch(self) -> int:
         """The segment's producer epoch; the caller persists it whenever it changes."""
         return self._epoch
+
+    @property
+    def reserved_for(self) -> str | None:
+        """The topic-wide holder this segment is kept for; persisted along with the epoch."""
+        return self._reserved_for
 
     @property
     def producers(self) -> tuple[Grant, ...]:
@@ -106,6 +117,7 @@ class ProducerAccess:
         if self.grant_of(handle) is not None or any(w.handle == handle for w in self._waiting):
             raise AccessError("InvalidRequest", f"producer handle {handle!r} is already open")
         self._refuse_stale(name, requested_epoch)
+        self._refuse_reserved(name, mode, requested_epoch)
         if mode is ProducerAccessMode.SHARED:
             if self._exclusive is not None:
                 raise ProducerBusy(self._busy_message(name))
@@ -136,11 +148,19 @@ class ProducerAccess:
         self._shared.pop(handle, None)
         return self._promote()
 
-    def fence(self, epoch: int) -> list[Grant]:
-        """Raise the epoch to at least ``epoch``; every producer granted under an older epoch is
-        removed and returned, so its session can refuse its sends from now on."""
+    def fence(self, epoch: int, holder: str | None = None) -> list[Grant]:
+        """Raise the epoch to at least ``epoch`` and reserve the segment for ``holder`` (None
+        clears the reservation); every producer granted under an older epoch, or of another
+        name than the holder, is removed and returned, so its session can refuse its sends from
+        now on. A fence below the epoch in force leaves the reservation alone: it is stale."""
+        if epoch >= self._epoch:
+            self._reserved_for = holder
         self._epoch = max(self._epoch, epoch)
-        fenced = [g for g in self.producers if g.epoch < self._epoch]
+        fenced = [
+            g
+            for g in self.producers
+            if g.epoch < self._epoch or self._reserved_for not in (None, g.name)
+        ]
         for grant in fenced:
             if self._exclusive is grant:
                 self._exclusive = None
@@ -168,6 +188,9 @@ class ProducerAccess:
             waiter = self._waiting.popleft()
             try:
                 self._refuse_stale(waiter.name, waiter.requested_epoch)
+                self._refuse_reserved(
+                    waiter.name, ProducerAccessMode.WAIT_FOR_EXCLUSIVE, waiter.requested_epoch
+                )
             except AccessError as error:
                 refused.append((waiter.handle, error))
                 continue
@@ -187,6 +210,8 @@ class ProducerAccess:
         # A producer returning with the current epoch keeps it (it was the last holder, or the
         # controller granted it topic-wide); anyone else starts a new epoch.
         self._epoch = requested_epoch if requested_epoch is not None else self._epoch + 1
+        if self._reserved_for is not None:
+            self._reserved_for = name  # the holder itself, or a newer grant's (a higher epoch)
         self._exclusive = Grant(handle, name, mode, self._epoch)
         return self._exclusive
 
@@ -195,6 +220,27 @@ class ProducerAccess:
             raise ProducerFenced(
                 f"producer {name!r} asks for epoch {requested_epoch}, but the segment is at epoch "
                 f"{self._epoch}: another producer took over; create a new producer"
+            )
+
+    def _refuse_reserved(
+        self, name: str, mode: ProducerAccessMode, requested_epoch: int | None
+    ) -> None:
+        holder = self._reserved_for
+        if holder is None:
+            return
+        if mode is ProducerAccessMode.SHARED:
+            raise ProducerBusy(
+                f"producer {name!r} cannot open: the topic is held exclusively by {holder!r}"
+            )
+        newer_grant = (
+            mode is ProducerAccessMode.EXCLUSIVE_WITH_FENCING
+            and requested_epoch is not None
+            and requested_epoch > self._epoch
+        )
+        if name != holder and not newer_grant:
+            raise ProducerBusy(
+                f"producer {name!r} cannot open: the topic is held exclusively by {holder!r} "
+                f"at epoch {self._epoch}"
             )
 
     def _busy_message(self, name: str) -> str:

@@ -96,9 +96,11 @@ class SegmentRegistry:
         subscriptions: list[str],
         producer_epoch: int,
         retention: tuple[int | None, int | None] = (None, None),
+        holder: str | None = None,
     ) -> tuple[HostedSegment, bool]:
         """Create a segment, or return the existing one (idempotent); True when created.
-        Subscriptions missing on an existing segment are added at Earliest."""
+        Subscriptions missing on an existing segment are added at Earliest; a newer producer
+        epoch, or another reservation at the same one, is applied to it."""
         _check_name("namespace", namespace)
         _check_name("topic", topic)
         segment_id, hash_range = self._parse(descriptor)
@@ -114,8 +116,9 @@ class SegmentRegistry:
                     )
                 for name in subscriptions:
                     await existing.create_subscription(name, InitialPosition.EARLIEST)
-                if producer_epoch > existing.producer_epoch:
-                    await existing.fence(producer_epoch)
+                current = (existing.producer_epoch, existing.reserved_for)
+                if producer_epoch >= current[0] and (producer_epoch, holder) != current:
+                    await existing.fence(producer_epoch, holder)
                 return existing, False
             meta = SegmentMeta(
                 namespace,
@@ -125,6 +128,7 @@ class SegmentRegistry:
                 hash_range.end,
                 parents,
                 producer_epoch,
+                holder,
                 retention_max_size_bytes=retention[0],
                 retention_max_age_seconds=retention[1],
             )

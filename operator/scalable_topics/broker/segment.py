@@ -112,7 +112,7 @@ class HostedSegment:
         self._cursors = cursors
         self._config = config
         self._gate = gate
-        self._access = ProducerAccess(meta.producer_epoch)
+        self._access = ProducerAccess(meta.producer_epoch, meta.reserved_for)
         self._producer_links: dict[Hashable, ProducerLink] = {}
         self._waiters: dict[Hashable, asyncio.Future[Grant]] = {}
         self._dedup = DedupTracker()
@@ -210,6 +210,10 @@ class HostedSegment:
         return self._access.epoch
 
     @property
+    def reserved_for(self) -> str | None:
+        return self._access.reserved_for
+
+    @property
     def subscriptions(self) -> dict[str, Subscription]:
         return dict(self._subscriptions)
 
@@ -233,7 +237,7 @@ class HostedSegment:
     ) -> Grant:
         """Admit a producer; a WaitForExclusive one waits here until it is granted."""
         self._check_writable()
-        before = self._access.epoch
+        before = self._access_state()
         try:
             result = self._access.open(handle, name, mode, requested_epoch)
         except AccessError as error:
@@ -242,7 +246,7 @@ class HostedSegment:
         await self._close_fenced(list(result.fenced))
         if result.standing is Standing.GRANTED:
             assert result.grant is not None
-            await self._persist_epoch(before)
+            await self._persist_access(before)
             return result.grant
         waiter: asyncio.Future[Grant] = asyncio.get_running_loop().create_future()
         self._waiters[handle] = waiter
@@ -255,19 +259,20 @@ class HostedSegment:
 
     async def close_producer(self, handle: Hashable) -> None:
         self._producer_links.pop(handle, None)
-        before = self._access.epoch
+        before = self._access_state()
         granted, refused = self._access.close(handle)
         await self._settle_waiters(granted, refused, before)
 
-    async def fence(self, epoch: int) -> int:
-        """Raise the producer epoch to at least ``epoch`` (the controller's topic-wide grant)
-        and close every producer granted under an older one. Returns the epoch in force."""
-        before = self._access.epoch
-        fenced = self._access.fence(epoch)
-        await self._persist_epoch(before)
+    async def fence(self, epoch: int, holder: str | None = None) -> int:
+        """Raise the producer epoch to at least ``epoch`` and reserve the segment for the
+        topic-wide ``holder`` (None releases it): the controller's grant. Closes every producer
+        granted under an older epoch or of another name. Returns the epoch in force."""
+        before = self._access_state()
+        fenced = self._access.fence(epoch, holder)
+        await self._persist_access(before)
         await self._close_fenced(fenced)
         granted, refused = self._access.promote_waiters()
-        await self._settle_waiters(granted, refused, self._access.epoch)
+        await self._settle_waiters(granted, refused, self._access_state())
         return self._access.epoch
 
     async def publish(self, handle: Hashable, send: Send) -> tuple[MessageId | None, bool]:
@@ -453,6 +458,7 @@ class HostedSegment:
             "lastEntryId": self._log.last_entry_id,
             "sizeBytes": self._log.size_bytes,
             "producerEpoch": self._access.epoch,
+            "reservedFor": self._access.reserved_for,
             "producers": [
                 {"name": g.name, "accessMode": g.mode.value, "epoch": g.epoch}
                 for g in self._access.producers
@@ -516,9 +522,14 @@ class HostedSegment:
             return SegmentError(ErrorCode.MESSAGE_TOO_LARGE, str(error))
         return error
 
-    async def _persist_epoch(self, before: int) -> None:
-        if self._access.epoch != before:
-            self._meta = self._meta.with_changes(producer_epoch=self._access.epoch)
+    def _access_state(self) -> tuple[int, str | None]:
+        return self._access.epoch, self._access.reserved_for
+
+    async def _persist_access(self, before: tuple[int, str | None]) -> None:
+        if self._access_state() != before:
+            self._meta = self._meta.with_changes(
+                producer_epoch=self._access.epoch, reserved_for=self._access.reserved_for
+            )
             await save_meta(self.directory, self._meta)
 
     async def _close_fenced(self, fenced: list[Grant]) -> None:
@@ -532,9 +543,12 @@ class HostedSegment:
                     )
 
     async def _settle_waiters(
-        self, granted: list[Grant], refused: list[tuple[Hashable, AccessError]], epoch_before: int
+        self,
+        granted: list[Grant],
+        refused: list[tuple[Hashable, AccessError]],
+        before: tuple[int, str | None],
     ) -> None:
-        await self._persist_epoch(epoch_before)
+        await self._persist_access(before)
         for grant in granted:
             waiter = self._waiters.pop(grant.handle, None)
             if waiter is not None and not waiter.done():

@@ -2,7 +2,8 @@
 
 A small JSON file, replaced atomically (write, fsync, rename, fsync the directory) so that a
 crash leaves either the old or the new version: the segment's identity, its parents, the
-producer epoch (which must survive restarts so that a fenced producer stays fenced) and a
+producer epoch (which must survive restarts so that a fenced producer stays fenced), the
+topic-wide exclusive holder the segment is reserved for (likewise) and a
 snapshot of the deduplication marks with the entry it is valid up to.
 """
 
@@ -34,6 +35,7 @@ class SegmentMeta:
     end: int
     parents: tuple[int, ...] = ()
     producer_epoch: int = 0
+    reserved_for: str | None = None  # the topic-wide exclusive holder, at producer_epoch
     dedup: dict[str, int] = field(default_factory=dict)  # producer name -> highest sequence id
     dedup_through_entry: int = -1
     retention_max_size_bytes: int | None = None

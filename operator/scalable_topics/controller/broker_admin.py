@@ -56,12 +56,14 @@ class BrokerAdmin:
         parents: Sequence[int] = (),
         subscriptions: Sequence[str] = (),
         producer_epoch: int = 0,
+        producer_holder: str | None = None,
         retention: tuple[int | None, int | None] = (None, None),
     ) -> dict[str, Any]:
         body: dict[str, Any] = {
             "parents": list(parents),
             "subscriptions": list(subscriptions),
             "producerEpoch": producer_epoch,
+            "producerHolder": producer_holder,
         }
         size, age = retention
         if size is not None or age is not None:
@@ -95,10 +97,21 @@ class BrokerAdmin:
         return True
 
     async def fence(
-        self, broker_url: str, namespace: str, topic: str, descriptor: str, epoch: int
+        self,
+        broker_url: str,
+        namespace: str,
+        topic: str,
+        descriptor: str,
+        epoch: int,
+        holder: str | None = None,
     ) -> int:
+        """Raise the segment's producer epoch and reserve it for ``holder`` (None releases);
+        returns the epoch in force."""
         reply = await self._call(
-            "POST", broker_url, _path(namespace, topic, descriptor) + "/fence", {"epoch": epoch}
+            "POST",
+            broker_url,
+            _path(namespace, topic, descriptor) + "/fence",
+            {"epoch": epoch, "holder": holder},
         )
         return int(reply["producerEpoch"])
 

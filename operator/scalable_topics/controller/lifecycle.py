@@ -193,6 +193,7 @@ class TopicLifecycle:
             parents=segment.spec.parents,
             subscriptions=segment.spec.subscriptions,
             producer_epoch=topic.status.producer.epoch if topic.status.producer else 0,
+            producer_holder=topic.status.producer.holder if topic.status.producer else None,
             retention=(
                 (retention.max_size_bytes, retention.max_age_seconds)
                 if retention is not None

@@ -2,18 +2,21 @@
 
 A grant is carried out in this order, and only then reported: a compare-and-swap of
 ``status.producer`` raises the topic's producer epoch and names the holder (stamped with this
-leader's term), then every Active segment is fenced to that epoch (``segment_fencing.py``).
-Segments created afterwards inherit the epoch from the topic. Were a segment found ahead of
+leader's term), then every Active segment is fenced to that epoch and reserved for the holder
+(``segment_fencing.py``), so no other producer opens there while the holder has none.
+Segments created afterwards inherit the epoch and the reservation from the topic. Were a segment found ahead of
 the topic (taken over on its own, outside any grant), the epoch is raised past it and the
 fencing repeated, so the holder is never refused by a segment it was granted.
 
 Liveness is not persisted (as for consumer sessions): a holder whose broker connection drops
 keeps the topic for the grace period, and may resume within it with the epoch it was granted;
-when the period ends, or on an explicit release, the holder is cleared (the epoch stays) and
-the first WaitForExclusive request in line is granted. A new leader loads the holder as
+when the period ends, or on an explicit release, the holder is cleared (the epoch stays), the
+first WaitForExclusive request in line is granted, or else every segment's reservation is
+released (at the same epoch, so a release that arrives late cannot undo a newer grant). A new leader loads the holder as
 disconnected with a fresh grace period, stamps its term on it in one compare-and-swap (so a
 deposed leader's write conflicts, and one that reads again finds a newer term and stops) and
-finishes fencing the segments to the holder's epoch, in case its predecessor died half way.
+finishes fencing the segments to the holder's epoch (or, with no holder, releasing them), in
+case its predecessor died half way.
 The queue of waiting requests lives in memory: after a failover the brokers ask again.
 """
 
@@ -122,6 +125,7 @@ class TopicProducerGrants:
         self._grace_deadline: float | None = None
         self._clear_due = False  # the holder is released or expired; not yet written
         self._fence_due: int | None = None  # an adopted grant whose fencing is finished here
+        self._release_due: int | None = None  # an ended grant's epoch; segments still reserved
         self._waiters: deque[_Waiter] = deque()
         self._closed: tuple[ErrorCode, str] | None = None
 
@@ -169,6 +173,10 @@ class TopicProducerGrants:
                     hold.holder,
                     hold.epoch,
                 )
+            elif hold.epoch > 0:
+                # The predecessor may have died between clearing the holder and releasing.
+                self._release_due = hold.epoch
+                self._wake.set()
             self._hold = hold
 
     async def _keep(self) -> None:
@@ -222,6 +230,7 @@ class TopicProducerGrants:
                 self._fence_due,
                 self._check_fence,
                 self._fence_timeout,
+                holder=self._hold.holder,
             )
             self._fence_due = None
         while self._waiters and self._hold.holder is None and self._closed is None:
@@ -240,6 +249,19 @@ class TopicProducerGrants:
                 return
             if not self._forget_waiter(waiter):
                 self.detach(waiter.channel)  # its connection dropped while it was being granted
+        if self._release_due is not None and self._hold.holder is None:
+            await fence_topic(
+                self._store,
+                self._fencer,
+                self._clock,
+                self._namespace,
+                self._name,
+                self._release_due,
+                self._check_fence,
+                self._fence_timeout,
+                holder=None,
+            )
+            self._release_due = None
 
     def _forget_waiter(self, waiter: _Waiter) -> bool:
         """Take ``waiter`` out of the line; False if it had left already (detached)."""
@@ -354,6 +376,7 @@ class TopicProducerGrants:
         self._grace_deadline = None
         self._clear_due = False
         self._fence_due = None
+        self._release_due = None  # the new grant's fence replaces every reservation
         if displaced is not None and displaced is not channel:
             displaced.revoked(
                 ErrorCode.PRODUCER_FENCED,
@@ -371,6 +394,7 @@ class TopicProducerGrants:
                     epoch,
                     self._check_fence,
                     self._fence_timeout,
+                    holder=name,
                 )
                 if in_force <= epoch:
                     break
@@ -419,6 +443,9 @@ class TopicProducerGrants:
 
         await self._update(released)
         self._clear_due = False
+        if expected.holder is not None and self._hold.holder is None:
+            self._release_due = expected.epoch
+            self._wake.set()
 
     def _effective(self, stored: ProducerHold) -> ProducerHold:
         """The stored hold, with a release that is not written yet taken into account."""

@@ -1,13 +1,16 @@
 """Fence every segment of a topic to a producer epoch: the I/O half of a topic-wide grant.
 
-Each segment's broker raises the segment's producer epoch (``POST .../fence``) and closes the
-producers admitted under an older one. The segments to fence are read from the topic after
+Each segment's broker raises the segment's producer epoch (``POST .../fence``), reserves the
+segment for the holder (or, with no holder, releases it: the grant ended) and closes the
+producers admitted under an older epoch or of another name. The segments to fence are read from the topic after
 the grant's compare-and-swap: the Active ones and the children of a split or merge whose
 ``ChildrenCreated`` is recorded, each of which must be fenced, and the children of one still
 ``Planned``, fenced if their storage exists already. A child made later is made with the new
 epoch: the operation's next compare-and-swap of the topic conflicts with the grant's, so it
 reads the topic again and creates (idempotently, raising the epoch) once more.
 Rounds repeat until a fresh read shows nothing left, so a split committed meanwhile is covered.
+When the grant ends the same rounds run with no holder, releasing every segment; a segment
+already gone counts as released.
 """
 
 from __future__ import annotations
@@ -29,10 +32,17 @@ _RETRY_FIRST, _RETRY_MAX = 0.05, 1.0
 
 
 class SegmentFencer(Protocol):
-    """The broker call that fences one segment; returns the epoch in force afterwards."""
+    """The broker call that fences one segment and reserves it for ``holder`` (None
+    releases it); returns the epoch in force afterwards."""
 
     async def fence(
-        self, broker_url: str, namespace: str, topic: str, descriptor: str, epoch: int
+        self,
+        broker_url: str,
+        namespace: str,
+        topic: str,
+        descriptor: str,
+        epoch: int,
+        holder: str | None = None,
     ) -> int: ...
 
 
@@ -60,8 +70,9 @@ async def fence_topic(
     epoch: int,
     check: Callable[[ScalableTopic], None],
     give_up_after: float = FENCE_TIMEOUT,
+    holder: str | None = None,
 ) -> int:
-    """Fence every segment of the topic to ``epoch``; return the highest epoch a segment
+    """Fence every segment of the topic to ``epoch``, reserved for ``holder``; return the highest epoch a segment
     reports in force (above ``epoch`` only if a segment was taken over on its own). ``check``
     sees every read of the topic (it raises to stop: the leader was deposed). Raises
     FenceFailed after ``give_up_after`` seconds, NotFound when the topic is gone, StoreError."""
@@ -83,7 +94,7 @@ async def fence_topic(
             return highest
         served = await _served(store, namespace, name)
         attempts = (
-            _fence_one(fencer, namespace, name, segment_id, served.get(segment_id), epoch)
+            _fence_one(fencer, namespace, name, segment_id, served.get(segment_id), epoch, holder)
             for segment_id in sorted(todo)
         )
         missing: dict[int, str] = {}
@@ -93,7 +104,7 @@ async def fence_topic(
                 highest = max(highest, in_force)
             elif segment_id in targets.required:
                 missing[segment_id] = problem
-        if highest > epoch:
+        if highest > epoch and holder is not None:
             return highest  # the caller raises the topic's epoch past it and fences again
         if not missing:
             continue  # read again: done unless the layout moved meanwhile
@@ -110,13 +121,20 @@ async def _fence_one(
     segment_id: int,
     where: _Served | None,
     epoch: int,
+    holder: str | None,
 ) -> tuple[int, int | None, str]:
     """(id, epoch in force or None, why not)."""
     if where is None or where.broker is None:
         return segment_id, None, "not placed on a broker yet"
     try:
-        in_force = await fencer.fence(where.broker, namespace, name, where.descriptor, epoch)
-    except (BrokerAdminError, BrokerUnreachable) as error:
+        in_force = await fencer.fence(
+            where.broker, namespace, name, where.descriptor, epoch, holder
+        )
+    except BrokerAdminError as error:
+        if holder is None and error.status == 404:
+            return segment_id, epoch, ""  # a release: a segment gone holds no reservation
+        return segment_id, None, str(error)
+    except BrokerUnreachable as error:
         return segment_id, None, str(error)
     return segment_id, in_force, ""
 
