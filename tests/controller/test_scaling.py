@@ -18,7 +18,6 @@ from wire_client import WireClient
 
 from scalable_topics.controller import scaling
 from scalable_topics.controller.broker_admin import BrokerAdmin
-from scalable_topics.controller.events import EventRecorder
 from scalable_topics.controller.lifecycle import LeaderIdentity, TopicLifecycle
 from scalable_topics.controller.scaling import TopicScaler
 from scalable_topics.model.clock import SystemClock
@@ -50,8 +49,7 @@ class Cluster:
         clock = SystemClock()
         identity = LeaderIdentity(f"controller-{self.term}", None, self.term)
         lifecycle = TopicLifecycle(self.store, self.admin, clock, identity, "scalable-topics")
-        events = EventRecorder(self.store, clock, identity.identity)
-        return lifecycle, TopicScaler(self.store, self.admin, clock, lifecycle, events)
+        return lifecycle, TopicScaler(self.store, self.admin, clock, lifecycle, lifecycle.events)
 
     async def settle(self) -> ScalableTopic:
         lifecycle, scaler = self.leader()

@@ -71,9 +71,9 @@ class TopicLifecycle:
         self._clock = clock
         self._leader = leader
         self._system_namespace = system_namespace
-        events = EventRecorder(store, clock, leader.identity)
-        self._subscriptions = SubscriptionSync(store, admin, clock, events)
-        self._gc = SegmentCollector(store, admin, clock, events)
+        self.events = EventRecorder(store, clock, leader.identity)
+        self._subscriptions = SubscriptionSync(store, admin, clock, self.events)
+        self._gc = SegmentCollector(store, admin, clock, self.events)
 
     async def reconcile(self, namespace: str, name: str) -> bool:
         """Bring the topic one full pass closer to its spec; True when it is settled (Ready, or

@@ -25,7 +25,6 @@ from ..store.kinds import LEASE
 from .broker_admin import BrokerAdmin, BrokerAdminError, BrokerUnreachable
 from .consumers import ConsumerCoordinators
 from .endpoint import serving_endpoint
-from .events import EventRecorder
 from .leader import ElectionTiming, LeaderElector
 from .led_topics import DEFAULT_GRACE_PERIOD
 from .lifecycle import LeaderIdentity, TopicLifecycle
@@ -203,8 +202,7 @@ class ControllerManager:
         lifecycle = TopicLifecycle(
             self._store, self._admin, self._clock, leader, self._config.system_namespace
         )
-        events = EventRecorder(self._store, self._clock, self._config.identity)
-        scaler = TopicScaler(self._store, self._admin, self._clock, lifecycle, events)
+        scaler = TopicScaler(self._store, self._admin, self._clock, lifecycle, lifecycle.events)
         delay = _RETRY_FIRST
         conflicts = 0
         while True:

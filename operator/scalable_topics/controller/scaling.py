@@ -102,7 +102,7 @@ class TopicScaler:
                 request = read_scale_request(topic.metadata.annotations)
             except InvalidScaleRequest as error:
                 await self._refuse(topic, error.kind, (), None, str(error))
-                await self._forget_request(await self._must_read(topic), error.annotation)
+                await self._forget_request(topic, error.annotation)
                 continue
             if request is None:
                 return
@@ -123,7 +123,7 @@ class TopicScaler:
             await self._refuse(
                 topic, request.kind, request.segment_ids, request.requested_by, str(error)
             )
-            await self._forget_request(await self._must_read(topic), request.annotation)
+            await self._forget_request(topic, request.annotation)
             return
         pending = PendingOperation.model_validate(
             {
@@ -136,7 +136,7 @@ class TopicScaler:
         condition = self._condition(
             "True",
             "Splitting" if change.kind is ChangeKind.SPLIT else "Merging",
-            f"{request.describe()} in progress",
+            f"{change.describe()} in progress",
             topic,
         )
         await self._write_status(
@@ -190,35 +190,20 @@ class TopicScaler:
         change = LayoutChange.from_dict(pending.to_wire())
         layout = SegmentLayout.from_status(topic.status.to_wire())
         try:
-            self._check(layout, change)
+            layout.validate(change)  # a LayoutError: it no longer fits the layout
             if pending.step is OperationStep.PLANNED:
                 await self._create_children(topic, change)
                 topic = await self._record_step(topic, OperationStep.CHILDREN_CREATED)
                 failpoint("scale:children-created")
             terminated = await self._terminate_parents(topic, change)
             failpoint("scale:parents-terminated")
-        except OperationCannotProceed as error:
+        except (OperationCannotProceed, LayoutError) as error:
             if pending.step is not OperationStep.PLANNED:
                 raise  # a parent may be sealed already: only going forward is safe
             await self._roll_back(topic, change, str(error))
             return
         await self._commit(topic, change, layout)
         await self._record_segment_states(topic, change, terminated)
-
-    def _check(self, layout: SegmentLayout, change: LayoutChange) -> None:
-        try:
-            planned = (
-                layout.plan_split(change.parent_ids[0])
-                if change.kind is ChangeKind.SPLIT
-                else layout.plan_merge(*change.parent_ids)
-            )
-        except LayoutError as error:
-            raise OperationCannotProceed(str(error)) from error
-        if planned != change:
-            raise OperationCannotProceed(
-                f"the layout moved to epoch {layout.epoch} under a change planned at "
-                f"epoch {change.base_epoch}"
-            )
 
     async def _create_children(self, topic: ScalableTopic, change: LayoutChange) -> None:
         subscriptions = await self._parent_subscriptions(topic, change.parent_ids)
@@ -354,7 +339,7 @@ class TopicScaler:
             with contextlib.suppress(NotFound):
                 await self._store.delete(Segment.KIND, namespace, object_name)
         pending = topic.status.pending_operation
-        message = f"{_describe(change)} rolled back: {why}"
+        message = f"{change.describe()} rolled back: {why}"
         last = LastOperation(
             kind=change.kind.value,
             parent_ids=list(change.parent_ids),
@@ -413,13 +398,6 @@ class TopicScaler:
         except NotFound:
             return None
 
-    async def _must_read(self, topic: ScalableTopic) -> ScalableTopic:
-        return ScalableTopic.model_validate(
-            await self._store.get(
-                ScalableTopic.KIND, topic.metadata.namespace or "default", topic.metadata.name
-            )
-        )
-
     def _condition(self, status: str, reason: str, message: str, topic: ScalableTopic) -> Condition:
         return Condition(
             type=SCALING,
@@ -433,12 +411,6 @@ class TopicScaler:
 
 def _descriptor(segment: Segment) -> str:
     return segment.metadata.name.removeprefix(f"{segment.spec.topic}-")
-
-
-def _describe(change: LayoutChange) -> str:
-    parents = " and ".join(str(p) for p in change.parent_ids)
-    noun = "split of segment" if change.kind is ChangeKind.SPLIT else "merge of segments"
-    return f"{noun} {parents}"
 
 
 def _describe_done(change: LayoutChange, epoch: int) -> str:

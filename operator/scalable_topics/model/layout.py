@@ -60,6 +60,12 @@ class LayoutChange:
     def child_ids(self) -> tuple[int, ...]:
         return tuple(child.segment_id for child in self.children)
 
+    def describe(self) -> str:
+        """What it does, in words: "split of segment 3", "merge of segments 3 and 4"."""
+        parents = " and ".join(str(p) for p in self.parent_ids)
+        noun = "split of segment" if self.kind is ChangeKind.SPLIT else "merge of segments"
+        return f"{noun} {parents}"
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "kind": self.kind.value,
@@ -207,8 +213,8 @@ class SegmentLayout:
             ChangeKind.MERGE, self.epoch, (low.segment_id, high.segment_id), (merged,)
         )
 
-    def apply(self, change: LayoutChange, at: datetime) -> SegmentLayout:
-        """Seal the change's parents and add its children, as one new epoch."""
+    def validate(self, change: LayoutChange) -> None:
+        """Raise the LayoutError that says why ``change`` cannot be applied to this layout."""
         if change.base_epoch != self.epoch:
             raise StaleLayoutChange(change.base_epoch, self.epoch)
         expected = (
@@ -218,6 +224,10 @@ class SegmentLayout:
         )
         if expected != change:
             raise StaleLayoutChange(change.base_epoch, self.epoch)
+
+    def apply(self, change: LayoutChange, at: datetime) -> SegmentLayout:
+        """Seal the change's parents and add its children, as one new epoch."""
+        self.validate(change)
         epoch = self.epoch + 1
         segments = dict(self.segments)
         for parent_id in change.parent_ids:

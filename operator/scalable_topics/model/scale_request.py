@@ -44,11 +44,6 @@ class ScaleRequest:
             return layout.plan_split(self.segment_ids[0])
         return layout.plan_merge(*self.segment_ids)
 
-    def describe(self) -> str:
-        if self.kind is ChangeKind.SPLIT:
-            return f"split of segment {self.segment_ids[0]}"
-        return f"merge of segments {self.segment_ids[0]} and {self.segment_ids[1]}"
-
     def answered_by(self, kind: str, parent_ids: list[int], requested_by: str | None) -> bool:
         """Whether a finished operation (carried out, rolled back or refused) answered this
         very request: the requester's token when it left one, else what was asked."""
