@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 EXTRAS ?= dev,server,operator
 
-.PHONY: install test lint crds check bench clean
+.PHONY: install test lint crds check check-scaling quickstart bench clean
 
 install: $(STAMP)
 
@@ -32,6 +32,15 @@ bench: install
 	$(BIN)/python benchmarks/bench_segment_log.py
 	$(BIN)/python benchmarks/bench_broker.py
 	$(BIN)/python benchmarks/bench_scaling.py
+	$(BIN)/python benchmarks/bench_client.py
+
+# Splits, merges and SIGKILLs under load; ARGS=--long runs for minutes.
+check-scaling: install
+	$(BIN)/python tests/scaling/scaling_checker.py $(ARGS)
+
+# README's first command: stctl standalone, a topic, produce, consume, a split while producing.
+quickstart: install
+	bash scripts/quickstart.sh
 
 # What CI runs: lint, then the whole test suite.
 check: lint test

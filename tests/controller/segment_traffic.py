@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from wire_client import WireClient
 
-from scalable_topics.controller.broker_admin import admin_base
+from scalable_topics.admin.broker_admin import admin_base
 from scalable_topics.protocol import BatchMessage, EndOfSegment, SegmentSubscriptionType
 
 __all__ = ["drain", "produce"]

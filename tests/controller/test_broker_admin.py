@@ -9,14 +9,14 @@ import aiohttp
 import pytest
 from aiohttp.test_utils import TestServer
 
-from scalable_topics.broker.app import build_app
-from scalable_topics.broker.config import BrokerConfig
-from scalable_topics.controller.broker_admin import (
+from scalable_topics.admin.broker_admin import (
     BrokerAdmin,
     BrokerAdminError,
     BrokerUnreachable,
     admin_base,
 )
+from scalable_topics.broker.app import build_app
+from scalable_topics.broker.config import BrokerConfig
 from scalable_topics.store import EmbeddedStore
 
 

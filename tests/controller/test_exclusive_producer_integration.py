@@ -22,7 +22,7 @@ from aiohttp.test_utils import TestServer
 from controller_process import ControllerProcess
 from wire_client import RequestFailed, WireClient
 
-from scalable_topics.controller.broker_admin import BrokerAdmin
+from scalable_topics.admin.broker_admin import BrokerAdmin
 from scalable_topics.controller.leader import ElectionTiming
 from scalable_topics.controller.manager import ControllerConfig, ControllerManager
 from scalable_topics.model.layout import SegmentLayout

@@ -22,7 +22,7 @@ from topic_cluster import (
     topic_manifest,
 )
 
-from scalable_topics.controller.broker_admin import BrokerAdmin, BrokerAdminError
+from scalable_topics.admin.broker_admin import BrokerAdmin, BrokerAdminError
 from scalable_topics.controller.gc import SegmentCollector
 from scalable_topics.model.clock import ManualClock, SystemClock
 from scalable_topics.model.layout import SegmentLayout

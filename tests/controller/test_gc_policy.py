@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from scalable_topics.admin.stats import Rates, SegmentReport, SubscriptionReport
 from scalable_topics.controller.gc_policy import Verdict, decide, frontier, newer_bytes
-from scalable_topics.controller.stats import Rates, SegmentReport, SubscriptionReport
 from scalable_topics.model.errors import LayoutError
 from scalable_topics.model.layout import SegmentLayout
 from scalable_topics.model.resources import RetentionSpec

@@ -10,7 +10,7 @@ import aiohttp
 import pytest
 from aiohttp.test_utils import TestServer
 
-from scalable_topics.controller.broker_admin import BrokerAdmin
+from scalable_topics.admin.broker_admin import BrokerAdmin
 from scalable_topics.controller.lifecycle import LeaderIdentity, TopicLifecycle
 from scalable_topics.model.clock import SystemClock
 from scalable_topics.model.resources import FINALIZER, TOPIC_LABEL, ScalableTopic, Segment

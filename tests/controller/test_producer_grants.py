@@ -13,7 +13,7 @@ import pytest
 from led_topic_fixtures import GRACE, NAME, NS, T0, Running, add_segment_object, loop_clock
 from memory_store import MemoryStore
 
-from scalable_topics.controller.broker_admin import BrokerAdminError, BrokerUnreachable
+from scalable_topics.admin.broker_admin import BrokerAdminError, BrokerUnreachable
 from scalable_topics.controller.producer_grants import GrantRefused, TopicProducerGrants
 from scalable_topics.model.layout import SegmentLayout
 from scalable_topics.model.resources import (

@@ -16,8 +16,8 @@ import pytest
 from aiohttp.test_utils import TestServer
 from wire_client import WireClient
 
+from scalable_topics.admin.broker_admin import BrokerAdmin
 from scalable_topics.controller import scaling
-from scalable_topics.controller.broker_admin import BrokerAdmin
 from scalable_topics.controller.lifecycle import LeaderIdentity, TopicLifecycle
 from scalable_topics.controller.scaling import TopicScaler
 from scalable_topics.model.clock import SystemClock

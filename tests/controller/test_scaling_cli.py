@@ -51,7 +51,7 @@ async def test_split_and_merge_from_the_command_line(tmp_path: Path) -> None:
                     await asyncio.sleep(0.05)
 
             split = await asyncio.to_thread(
-                stctl, "topics", "split", "orders", "0", "--store", store_url
+                stctl, "topics", "split", "orders", "0", "--url", broker.ws_url
             )
             assert split.returncode == 0, split.stderr
             assert split.stdout.strip() == (
@@ -63,7 +63,7 @@ async def test_split_and_merge_from_the_command_line(tmp_path: Path) -> None:
                 await store.get(ScalableTopic.KIND, "default", "orders")
             )
             refused = await asyncio.to_thread(
-                stctl, "topics", "merge", "orders", "1", "1", "--store", store_url
+                stctl, "topics", "merge", "orders", "1", "1", "--url", broker.ws_url
             )
             assert refused.returncode == 1
             assert refused.stderr.strip() == (
@@ -76,7 +76,7 @@ async def test_split_and_merge_from_the_command_line(tmp_path: Path) -> None:
             assert topic.status.last_operation == before.status.last_operation
 
             merge = await asyncio.to_thread(
-                stctl, "topics", "merge", "orders", "2", "1", "--store", store_url, "-o", "json"
+                stctl, "topics", "merge", "orders", "2", "1", "--url", broker.ws_url, "-o", "json"
             )
             assert merge.returncode == 0, merge.stderr
             assert '"result": "Succeeded"' in merge.stdout
@@ -87,7 +87,7 @@ async def test_split_and_merge_from_the_command_line(tmp_path: Path) -> None:
             assert [(s.segment_id, s.parent_ids) for s in layout.active] == [(3, (1, 2))]
 
             missing = await asyncio.to_thread(
-                stctl, "topics", "split", "nope", "0", "--store", store_url
+                stctl, "topics", "split", "nope", "0", "--url", broker.ws_url
             )
             assert missing.returncode == 1
             assert missing.stderr.strip() == "stctl topics split: topic default/nope not found"

@@ -10,14 +10,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from scalable_topics.controller.stats import (
+from scalable_topics.admin.stats import (
     Rates,
     SegmentReport,
     SubscriptionReport,
     Unavailable,
     aggregate,
 )
-from scalable_topics.controller.stats_table import render_table
+from scalable_topics.admin.stats_table import render_table
 from scalable_topics.model.errors import LayoutError
 from scalable_topics.model.layout import SegmentLayout
 from scalable_topics.model.resources import ScalableTopic
@@ -133,7 +133,7 @@ def test_segments_subscriptions_and_totals() -> None:
         "available": False,
         "reason": "broker unreachable: connection refused",
     }
-    table = render_table(stats)
+    table = render_table(stats.to_dict())
     assert "SEGMENTS 3 active, 1 sealed, 2 unavailable" in table
     assert "unavailable: broker unreachable: connection refused" in table
     assert [line.split()[0] for line in table.splitlines() if line.startswith("billing")] == [
@@ -144,7 +144,7 @@ def test_segments_subscriptions_and_totals() -> None:
 def test_a_topic_without_a_layout_yet_has_empty_stats() -> None:
     stats = aggregate(topic(), None, {}, {})
     assert (stats.active_segments, stats.sealed_segments, stats.segments) == (0, 0, ())
-    assert "SEGMENTS 0 active" in render_table(stats)
+    assert "SEGMENTS 0 active" in render_table(stats.to_dict())
 
 
 # -- properties ---------------------------------------------------------------------------------

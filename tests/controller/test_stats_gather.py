@@ -22,8 +22,8 @@ from topic_cluster import (
 )
 from wire_client import WireClient
 
-from scalable_topics.controller.broker_admin import admin_base
-from scalable_topics.controller.stats_gather import gather_topic_stats
+from scalable_topics.admin.broker_admin import admin_base
+from scalable_topics.admin.stats_gather import gather_topic_stats
 from scalable_topics.model.clock import SystemClock
 from scalable_topics.protocol import SegmentSubscriptionType
 from scalable_topics.store import NotFound
@@ -113,33 +113,33 @@ async def stctl(*args: str) -> tuple[int, str, str]:
     return process.returncode, out.decode(), err.decode()
 
 
-async def test_stctl_topics_stats(cluster: Cluster, tmp_path: Path) -> None:
+async def test_stctl_topics_stats(cluster: Cluster) -> None:
     await busy_topic(cluster)
-    store = f"embedded://{tmp_path / 'store.db'}"
+    url = cluster.broker_urls[1]
 
-    code, out, err = await stctl("topics", "stats", TOPIC, "--store", store, "--output", "json")
+    code, out, err = await stctl("topics", "stats", TOPIC, "--url", url, "--output", "json")
     assert (code, err) == (0, "")
     data = json.loads(out)
     assert data["segmentCounts"] == {"active": 3, "sealed": 1, "unavailable": 0}
     assert [s["backlog"] for s in data["segments"]] == [2, 4, 0, 0]
     assert [(s["name"], s["backlog"]) for s in data["subscriptions"]] == [("billing", 6)]
 
-    code, out, _ = await stctl("topics", "stats", TOPIC, "-n", NAMESPACE, "--store", store)
+    code, out, _ = await stctl("topics", "stats", TOPIC, "-n", NAMESPACE, "--url", url)
     assert code == 0
     assert out.splitlines()[0].startswith(f"TOPIC {NAMESPACE}/{TOPIC}  EPOCH 1")
     assert "SEGMENTS 3 active, 1 sealed, 0 unavailable" in out
 
-    code, _, err = await stctl("topics", "stats", "nothing", "--store", store)
+    code, _, err = await stctl("topics", "stats", "nothing", "--url", url)
     assert code == 1
-    assert f"topic {NAMESPACE}/nothing not found" in err
+    assert err == f"stctl topics stats: topic {NAMESPACE}/nothing not found\n"
 
-    code, _, err = await stctl("topics", "stats", TOPIC, "--store", "etcd://somewhere")
+    code, _, err = await stctl("topics", "stats", TOPIC, "--url", "etcd://somewhere")
     assert code == 2
-    assert "unsupported store URL" in err
+    assert "ws://HOST:PORT" in err
 
-    code, _, err = await stctl("topics", "stats", TOPIC)
+    code, _, err = await stctl("topics", "stats")
     assert code == 2
-    assert "--store" in err
+    assert "NAME" in err
 
     code, _, err = await stctl("topics")
     assert code == 2

@@ -23,7 +23,7 @@ from topic_cluster import (
     topic_manifest,
 )
 
-from scalable_topics.controller.broker_admin import BrokerAdmin
+from scalable_topics.admin.broker_admin import BrokerAdmin
 from scalable_topics.controller.subscriptions import SUBSCRIPTIONS_READY, SubscriptionSync
 from scalable_topics.model.clock import SystemClock
 from scalable_topics.model.conditions import find_condition

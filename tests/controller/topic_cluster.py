@@ -12,7 +12,7 @@ from typing import Any
 import aiohttp
 from aiohttp.test_utils import TestServer
 
-from scalable_topics.controller.broker_admin import BrokerAdmin
+from scalable_topics.admin.broker_admin import BrokerAdmin
 from scalable_topics.controller.lifecycle import LeaderIdentity, TopicLifecycle
 from scalable_topics.model.clock import Clock, SystemClock
 from scalable_topics.model.layout import SegmentLayout

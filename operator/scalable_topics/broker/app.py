@@ -1,4 +1,5 @@
-"""The broker process: an aiohttp application serving the wire protocol, admin API and metrics."""
+"""The broker process: an aiohttp application serving the wire protocol, the segment and topic
+admin APIs and metrics."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from .metrics import metrics_handler
 from .registration import Registration
 from .registry import SegmentRegistry
 from .session import Session
+from .topic_admin import STORE_KEY, add_topic_routes
 from .topic_watch import TopicWatchHub
 
 log = logging.getLogger(__name__)
@@ -57,6 +59,7 @@ def build_app(config: BrokerConfig, store: Store | None = None) -> web.Applicati
     async def lifecycle(app: web.Application) -> AsyncIterator[None]:
         owned = store is None
         backend = open_store(config.store_url) if store is None else store
+        app[STORE_KEY] = backend
         markers = DrainMarkers(backend)
         await markers.start()
         registry = SegmentRegistry(config, markers)
@@ -90,6 +93,7 @@ def build_app(config: BrokerConfig, store: Store | None = None) -> web.Applicati
     app.router.add_get("/ws", websocket)
     app.router.add_get("/metrics", metrics_handler)
     add_routes(app)
+    add_topic_routes(app)
     return app
 
 

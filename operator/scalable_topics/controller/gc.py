@@ -32,15 +32,15 @@ import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from ..admin.broker_admin import BrokerAdmin, BrokerAdminError, BrokerUnreachable
+from ..admin.stats import SegmentReport
 from ..model.clock import Clock
 from ..model.layout import SegmentLayout
 from ..model.resources import TOPIC_LABEL, ScalableTopic, Segment, segment_object_name
 from ..model.segment import SegmentInfo
 from ..store import NotFound, Store
-from .broker_admin import BrokerAdmin, BrokerAdminError, BrokerUnreachable
 from .events import EventRecorder
 from .gc_policy import Verdict, decide, frontier, newer_bytes
-from .stats import SegmentReport
 
 log = logging.getLogger(__name__)
 

@@ -20,10 +20,10 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
+from ..admin.stats import SegmentReport
 from ..model.layout import SegmentLayout
 from ..model.resources import RetentionSpec
 from ..model.segment import SegmentInfo
-from .stats import SegmentReport
 
 
 @dataclass(frozen=True, slots=True)

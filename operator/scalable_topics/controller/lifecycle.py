@@ -24,6 +24,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..admin.broker_admin import BrokerAdmin
 from ..model.clock import Clock
 from ..model.conditions import Condition, set_condition
 from ..model.layout import SegmentLayout
@@ -38,7 +39,6 @@ from ..model.resources import (
     TopicPhase,
 )
 from ..store import Conflict, NotFound, Store
-from .broker_admin import BrokerAdmin
 from .brokers import registered_brokers
 from .events import EventRecorder
 from .gc import SegmentCollector

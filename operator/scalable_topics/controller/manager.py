@@ -16,13 +16,13 @@ from dataclasses import dataclass, field
 
 import aiohttp
 
+from ..admin.broker_admin import BrokerAdmin, BrokerAdminError, BrokerUnreachable
 from ..model.clock import Clock, SystemClock
 from ..model.placement import NoLiveBroker
 from ..model.resources import CONTROLLER_ENDPOINT_ANNOTATION as ENDPOINT_ANNOTATION
 from ..model.resources import ScalableTopic, controller_lease_name
 from ..store import Conflict, EventType, Expired, LeaseLock, NotFound, Store, StoreError
 from ..store.kinds import LEASE
-from .broker_admin import BrokerAdmin, BrokerAdminError, BrokerUnreachable
 from .consumers import ConsumerCoordinators
 from .endpoint import serving_endpoint
 from .leader import ElectionTiming, LeaderElector

@@ -30,6 +30,7 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
+from ..admin.broker_admin import BrokerAdmin, BrokerAdminError
 from ..model.clock import Clock
 from ..model.conditions import Condition, set_condition
 from ..model.errors import LayoutError
@@ -53,7 +54,6 @@ from ..model.scale_request import (
 )
 from ..model.segment import descriptor
 from ..store import NotFound, Store
-from .broker_admin import BrokerAdmin, BrokerAdminError
 from .events import EventRecorder
 from .failpoints import failpoint
 from .lifecycle import Placements, TopicLifecycle

@@ -20,12 +20,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+from ..admin.broker_admin import BrokerAdminError, BrokerUnreachable
 from ..model.clock import Clock
 from ..model.exclusive_grants import fence_targets
 from ..model.layout import LayoutChange, SegmentLayout
 from ..model.resources import TOPIC_LABEL, OperationStep, ScalableTopic, Segment
 from ..store import Store
-from .broker_admin import BrokerAdminError, BrokerUnreachable
 
 FENCE_TIMEOUT = 10.0  # a grant is refused when a segment stays unreachable this long
 _RETRY_FIRST, _RETRY_MAX = 0.05, 1.0

@@ -24,6 +24,7 @@ import contextlib
 import logging
 from typing import Any
 
+from ..admin.broker_admin import BrokerAdmin, BrokerAdminError, BrokerUnreachable
 from ..model.clock import Clock
 from ..model.conditions import Condition, ConditionStatus, find_condition, set_condition
 from ..model.layout import SegmentLayout
@@ -32,7 +33,6 @@ from ..model.segment import SegmentInfo
 from ..model.timefmt import format_time
 from ..protocol import InitialPosition
 from ..store import NotFound, Store
-from .broker_admin import BrokerAdmin, BrokerAdminError, BrokerUnreachable
 from .events import EventRecorder
 from .subscription_plan import SubscriptionPlan, plan_subscriptions, record_intent, record_outcome
 

@@ -57,9 +57,7 @@ def test_unknown_consumers_are_refused_where_it_matters_and_ignored_elsewhere(
 
 
 @every_mode
-def test_acks_of_unknown_positions_and_of_other_consumers_messages_are_ignored(
-    make: Callable[[], Dispatcher],
-) -> None:
+def test_acks_of_unknown_positions_are_ignored(make: Callable[[], Dispatcher]) -> None:
     dispatcher = one_consumer(make)
     dispatcher.accept(messages(0, 1))
     dispatcher.take_deliveries()
@@ -69,6 +67,32 @@ def test_acks_of_unknown_positions_and_of_other_consumers_messages_are_ignored(
     assert dispatcher.outstanding == 2
     stats = dispatcher.stats()
     assert (stats.delivered_total, stats.acked_total, stats.redelivered_total) == (2, 0, 0)
+
+
+@every_mode
+def test_a_message_acked_through_another_consumer_is_never_delivered_again(
+    make: Callable[[], Dispatcher],
+) -> None:
+    """A client reconnects: the broker took back what its old session had, and the client
+    acks those messages through its new consumer (or they were pending at another one)."""
+    dispatcher = make()
+    exclusive = isinstance(dispatcher, ExclusiveDispatcher)
+    dispatcher.add_consumer(Consumer(1, "old session"))
+    dispatcher.add_permits(1, 10)
+    dispatcher.accept(messages(0, 1, 2))
+    dispatcher.take_deliveries()
+    dispatcher.remove_consumer(1)  # 0, 1 and 2 wait for redelivery
+    dispatcher.add_consumer(Consumer(2, "new session"))
+    dispatcher.ack(2, [Position(0), Position(2)])
+    dispatcher.add_permits(2, 10)
+    delivered = [m.position for d in dispatcher.take_deliveries() for m in d.messages]
+    assert delivered == [Position(1)]
+    if not exclusive:  # one consumer at a time there
+        dispatcher.add_consumer(Consumer(3, "another"))
+    dispatcher.ack(2 if exclusive else 3, [Position(1)])  # pending at 2, acked through 3
+    assert dispatcher.pending(2) == []
+    assert dispatcher.outstanding == 0
+    assert dispatcher.stats().acked_total == 3
 
 
 @every_mode

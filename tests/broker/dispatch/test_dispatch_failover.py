@@ -46,13 +46,14 @@ def test_a_preferred_joiner_gets_the_old_active_consumers_unacked_messages_first
     dispatcher.ack(1, [Position(1)])
     dispatcher.add_consumer(Consumer(2, "a"))
     assert dispatcher.pending(1) == []
-    dispatcher.ack(1, [Position(0)])  # the old active consumer no longer holds it: ignored
+    # The old active consumer acks a message it no longer holds: settled, not redelivered.
+    dispatcher.ack(1, [Position(0)])
     dispatcher.add_permits(2, 3)
     (delivery,) = dispatcher.take_deliveries()
     assert delivery.consumer_id == 2
-    assert entries(delivery) == [0, 2, 3]
-    assert delivery.redelivery_counts == [1, 1, 0]
-    assert dispatcher.stats().acked_total == 1
+    assert entries(delivery) == [2, 3, 4]
+    assert delivery.redelivery_counts == [1, 0, 0]
+    assert dispatcher.stats().acked_total == 2
 
 
 def test_when_the_active_consumer_leaves_the_next_one_takes_over_in_order() -> None:

@@ -211,7 +211,13 @@ class KeySharedMachine(RuleBasedStateMachine):
     def ack_someone_elses(self, who: int, other: int) -> None:
         holder = self.pick(self.busy(), who)
         stranger = self.pick([c for c in self.live() if c != holder], other)
-        self.dispatcher.ack(stranger, list(self.holding[holder]))  # ignored: not its messages
+        # Acked through another consumer (a client that reconnected): settled all the same,
+        # and never delivered again.
+        chosen = list(self.holding[holder])
+        self.dispatcher.ack(stranger, chosen)
+        self.holding[holder].clear()
+        self.acked.update(chosen)
+        self.note_wakeup()
 
     @precondition(lambda self: self.wakeup_at is not None)
     @rule()

@@ -74,6 +74,10 @@ class DispatcherCore(ABC):
         """Hold messages that came back until they can be dispatched again."""
 
     @abstractmethod
+    def _discard_replayed(self, positions: set[Position]) -> list[Message]:
+        """Drop waiting redeliveries at ``positions``; return the messages dropped."""
+
+    @abstractmethod
     def _on_removed(self, state: ConsumerState) -> None:
         """The consumer left; its pending messages are returned right after this."""
 
@@ -122,15 +126,41 @@ class DispatcherCore(ABC):
         if state is None:
             return
         pending = state.pending
-        acked = [message for p in positions if (message := pending.pop(p, None)) is not None]
-        if not acked:
-            return
-        self._acked_total += len(acked)
+        acked: list[Message] = []
+        elsewhere: list[Position] = []
+        for position in positions:
+            message = pending.pop(position, None)
+            if message is None:
+                elsewhere.append(position)
+            else:
+                acked.append(message)
+        if acked:
+            self._settled(acked)
+            self._released(state, acked, False)
+        if elsewhere:
+            self._forget(elsewhere)
+
+    def _forget(self, positions: list[Position]) -> None:
+        """Positions acknowledged by a consumer they are not pending at: a client that
+        reconnected acks what its old session received, and the broker had taken those back.
+        No consumer may receive them again, so they leave other consumers' pending sets and
+        the replay set."""
+        wanted = set(positions)
+        for state in self._consumers.values():
+            found = [m for p in list(wanted) if (m := state.pending.pop(p, None)) is not None]
+            if found:
+                wanted.difference_update(m.position for m in found)
+                self._settled(found)
+                self._released(state, found, False)
+        if wanted:
+            self._settled(self._discard_replayed(wanted))
+
+    def _settled(self, messages: list[Message]) -> None:
+        self._acked_total += len(messages)
         counts = self._redelivery_counts
         if counts:
-            for message in acked:
+            for message in messages:
                 counts.pop(message.position, None)
-        self._released(state, acked, False)
 
     def redeliver(
         self, consumer_id: ConsumerId, positions: Iterable[Position] | None = None
@@ -236,6 +266,9 @@ class LogOrderCore(DispatcherCore):
 
     def _requeue(self, messages: list[Message]) -> None:
         self._replay.add(messages)
+
+    def _discard_replayed(self, positions: set[Position]) -> list[Message]:
+        return self._replay.discard(positions)
 
     def _released(self, state: ConsumerState, messages: list[Message], closing: bool) -> None:
         """Nothing to track: these modes keep no per-message state beyond pending."""

@@ -31,6 +31,7 @@ from scalable_topics.model.key_shared import (
     DrainingHashesTracker,
     LostRanges,
 )
+from scalable_topics.model.position import Position
 
 from .base import Consumer, ConsumerId, Delivery, DispatcherStats, DispatchMode, Message
 from .core import ConsumerState, DispatcherCore
@@ -110,6 +111,9 @@ class KeySharedDispatcher(DispatcherCore):
 
     def _requeue(self, messages: list[Message]) -> None:
         self._replay.add(messages)
+
+    def _discard_replayed(self, positions: set[Position]) -> list[Message]:
+        return self._replay.discard(positions)
 
     def read_budget(self) -> int:
         """Read while consumers have permits and the look-ahead has room: messages held back

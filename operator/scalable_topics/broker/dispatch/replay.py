@@ -6,6 +6,8 @@ import heapq
 from bisect import insort
 from collections.abc import Iterable, Iterator, KeysView
 
+from scalable_topics.model.position import Position
+
 from .base import Message
 
 
@@ -44,6 +46,14 @@ class ReplayQueue:
 
     def __iter__(self) -> Iterator[Message]:
         return (item[2] for item in sorted(self._heap))
+
+    def discard(self, positions: set[Position]) -> list[Message]:
+        """Remove the messages at ``positions`` (acknowledged meanwhile); return them."""
+        removed = [item[2] for item in self._heap if item[2].position in positions]
+        if removed:
+            self._heap = [item for item in self._heap if item[2].position not in positions]
+            heapq.heapify(self._heap)
+        return removed
 
 
 class ReplayByHash:
@@ -109,3 +119,18 @@ class ReplayByHash:
     def __iter__(self) -> Iterator[Message]:
         for group in self._groups.values():
             yield from group
+
+    def discard(self, positions: set[Position]) -> list[Message]:
+        """Remove the messages at ``positions`` (acknowledged meanwhile); return them."""
+        removed: list[Message] = []
+        for key_hash in list(self._groups):
+            group = self._groups[key_hash]
+            kept = [message for message in group if message.position not in positions]
+            if len(kept) != len(group):
+                removed.extend(message for message in group if message.position in positions)
+                if kept:
+                    self._groups[key_hash] = kept
+                else:
+                    del self._groups[key_hash]
+        self._size -= len(removed)
+        return removed

@@ -8,6 +8,7 @@ import asyncio
 import secrets
 import socket
 
+from ..model.errors import LayoutError
 from ..model.layout import ChangeKind, SegmentLayout
 from ..model.resources import LastOperation, ScalableTopic
 from ..model.scale_request import (
@@ -25,6 +26,13 @@ class RequestTimedOut(Exception):
     pass
 
 
+class NoLayoutYet(LayoutError):
+    """The topic has no segments yet: no controller has created it."""
+
+    def __init__(self, namespace: str, name: str) -> None:
+        super().__init__(f"topic {namespace}/{name} has no segments yet: is a controller running?")
+
+
 async def request_scaling(
     store: Store,
     namespace: str,
@@ -36,6 +44,8 @@ async def request_scaling(
     """Check the request against the live layout (raising the LayoutError that names why it is
     impossible, with nothing written), ask for it, and wait for its outcome."""
     topic = ScalableTopic.model_validate(await store.get(ScalableTopic.KIND, namespace, name))
+    if not topic.status.segments:
+        raise NoLayoutYet(namespace, name)
     annotation = SPLIT_ANNOTATION if kind is ChangeKind.SPLIT else MERGE_ANNOTATION
     ScaleRequest(kind, segment_ids, annotation).plan(
         SegmentLayout.from_status(topic.status.to_wire())

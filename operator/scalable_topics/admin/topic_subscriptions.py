@@ -1,0 +1,82 @@
+"""Declared subscriptions: edits of ``spec.subscriptions``, as ``kubectl edit st`` would make.
+
+The controller's subscription sync carries each edit to every segment (a subscription added
+later starts at Latest). Each edit is a compare-and-swap on the topic's resourceVersion, read
+again and retried when another writer came first, so concurrent edits are never lost.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from pydantic import ValidationError
+
+from ..model.resources import ScalableTopic, SubscriptionSpec
+from ..store import Conflict, Store
+from .errors import SubscriptionExists, SubscriptionNotFound
+from .topic_views import subscription_rows
+from .topics import read_topic, validation_message
+
+_ATTEMPTS = 20
+
+Edit = Callable[[list[dict[str, Any]]], list[dict[str, Any]]]
+
+
+def subscription_spec(name: str, subscription_type: str) -> SubscriptionSpec:
+    """Raise ValueError naming the field the resource model refuses."""
+    try:
+        return SubscriptionSpec.model_validate({"name": name, "type": subscription_type})
+    except ValidationError as error:
+        raise ValueError(validation_message(error, "subscription")) from None
+
+
+async def _edit(store: Store, namespace: str, name: str, edit: Edit) -> ScalableTopic:
+    conflicts = 0
+    while True:
+        stored = await store.get(ScalableTopic.KIND, namespace, name)
+        spec = stored.setdefault("spec", {})
+        spec["subscriptions"] = edit(list(spec.get("subscriptions") or []))
+        try:
+            return ScalableTopic.model_validate(await store.replace(stored))
+        except Conflict:
+            conflicts += 1  # another writer came first: read its version and edit that
+            if conflicts >= _ATTEMPTS:
+                raise
+
+
+async def add_subscription(
+    store: Store,
+    namespace: str,
+    name: str,
+    subscription: str,
+    subscription_type: str = "Queue",
+) -> ScalableTopic:
+    """Declare it; SubscriptionExists when the topic declares that name already."""
+    entry = subscription_spec(subscription, subscription_type).to_wire()
+
+    def add(current: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        if any(item.get("name") == subscription for item in current):
+            raise SubscriptionExists(namespace, name, subscription)
+        return [*current, entry]
+
+    return await _edit(store, namespace, name, add)
+
+
+async def remove_subscription(
+    store: Store, namespace: str, name: str, subscription: str
+) -> ScalableTopic:
+    """Undeclare it; SubscriptionNotFound when the topic does not declare it."""
+
+    def remove(current: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        kept = [item for item in current if item.get("name") != subscription]
+        if len(kept) == len(current):
+            raise SubscriptionNotFound(namespace, name, subscription)
+        return kept
+
+    return await _edit(store, namespace, name, remove)
+
+
+async def list_subscriptions(store: Store, namespace: str, name: str) -> list[dict[str, Any]]:
+    """Declared ones and the ones consumers created, with state and consumers, by name."""
+    return subscription_rows(await read_topic(store, namespace, name))

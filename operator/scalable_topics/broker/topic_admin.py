@@ -1,0 +1,252 @@
+"""The topic admin API (HTTP, JSON in camelCase) that ``stctl`` and the client's Admin use.
+
+Every broker serves it from the store it already reads, so any broker will do:
+``/admin/v1/topics[/{namespace}/{name}]`` creates, lists, describes and deletes topics,
+``.../subscriptions[/{subscription}]`` declares and removes subscriptions, ``.../split`` and
+``.../merge`` ask the topic's controller and wait for its answer, ``.../stats`` aggregates the
+segments' stats from their brokers. docs/admin-api.md lists the routes and answers.
+
+The ``admin_errors`` middleware of the segment admin API checks the token on these routes too.
+Refusals are ``{"code": ..., "message": ...}`` with the wire protocol's error codes, plus two
+codes that only this API answers with: ``AlreadyExists`` (409) and ``Timeout`` (504).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, TypeVar
+
+import aiohttp
+from aiohttp import web
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic.alias_generators import to_camel
+
+from ..admin.broker_admin import BrokerAdmin
+from ..admin.errors import SubscriptionExists, SubscriptionNotFound
+from ..admin.scale_requests import RequestTimedOut, request_scaling
+from ..admin.stats_gather import gather_topic_stats
+from ..admin.topic_subscriptions import add_subscription, list_subscriptions, remove_subscription
+from ..admin.topic_views import summarize
+from ..admin.topics import (
+    create_topic,
+    delete_topic,
+    describe_topic,
+    list_topics,
+    topic_manifest,
+    validation_message,
+)
+from ..model.errors import CorruptLayout, LayoutError
+from ..model.layout import ChangeKind
+from ..model.resources import OperationResult
+from ..protocol import ErrorCode
+from ..store import AlreadyExists, NotFound, Store, StoreError
+from .admin import TOKEN_KEY
+
+STORE_KEY: web.AppKey[Store] = web.AppKey("topic_admin_store")
+_BROKERS_KEY = web.AppKey("topic_admin_brokers", BrokerAdmin)
+ALREADY_EXISTS = "AlreadyExists"  # not a wire ErrorCode: only this API creates things
+TIMEOUT = "Timeout"
+_MAX_WAIT_SECONDS = 600.0
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
+
+
+B = TypeVar("B", bound=_Body)
+
+
+class SubscriptionBody(_Body):
+    name: str
+    type: str = "Queue"
+
+
+class CreateTopic(_Body):
+    initial_segments: int = 1
+    subscriptions: list[SubscriptionBody] = Field(default_factory=list)
+    properties: dict[str, str] = Field(default_factory=dict)
+    retention: dict[str, int] | None = None
+
+
+class CreateSubscription(_Body):
+    type: str = "Queue"
+
+
+class Split(_Body):
+    segment: int = Field(ge=0)
+    timeout_seconds: float = Field(default=60.0, gt=0, le=_MAX_WAIT_SECONDS)
+
+
+class Merge(_Body):
+    segments: list[int] = Field(min_length=2, max_length=2)
+    timeout_seconds: float = Field(default=60.0, gt=0, le=_MAX_WAIT_SECONDS)
+
+
+class _Refused(Exception):
+    def __init__(self, status: int, code: str, message: str, **extra: Any) -> None:
+        super().__init__(message)
+        self.status, self.code, self.extra = status, code, extra
+
+
+def _refusal(status: int, code: str, message: str, **extra: Any) -> web.Response:
+    return web.json_response({"code": code, "message": message, **extra}, status=status)
+
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def _answering(handler: Handler) -> Handler:
+    """Turn what the admin functions raise into the API's refusals."""
+
+    @functools.wraps(handler)
+    async def answer(request: web.Request) -> web.StreamResponse:
+        try:
+            return await handler(request)
+        except _Refused as refused:
+            return _refusal(refused.status, refused.code, str(refused), **refused.extra)
+        except SubscriptionNotFound as error:
+            return _refusal(404, ErrorCode.SUBSCRIPTION_NOT_FOUND.value, str(error))
+        except NotFound as error:
+            message = f"topic {error.namespace}/{error.name} not found"
+            return _refusal(404, ErrorCode.TOPIC_NOT_FOUND.value, message)
+        except SubscriptionExists as error:
+            return _refusal(409, ALREADY_EXISTS, str(error))
+        except AlreadyExists as error:
+            message = f"topic {error.namespace}/{error.name} already exists"
+            return _refusal(409, ALREADY_EXISTS, message)
+        except CorruptLayout as error:  # stored data, not the request, is at fault
+            return _refusal(500, ErrorCode.INTERNAL_ERROR.value, str(error))
+        except ValueError as error:
+            return _refusal(400, ErrorCode.INVALID_REQUEST.value, str(error))
+        except StoreError as error:
+            return _refusal(503, ErrorCode.SERVICE_NOT_READY.value, f"the store failed: {error}")
+
+    return answer
+
+
+async def _body(request: web.Request, model: type[B]) -> B:
+    raw = await request.read() if request.can_read_body else b"{}"
+    try:
+        return model.model_validate_json(raw or b"{}")
+    except ValidationError as error:
+        raise ValueError(validation_message(error, "request body")) from None
+
+
+def _topic(request: web.Request) -> tuple[Store, str, str]:
+    info = request.match_info
+    return request.app[STORE_KEY], info["namespace"], info["name"]
+
+
+async def list_topics_handler(request: web.Request) -> web.Response:
+    namespace = request.query.get("namespace") or None
+    summaries = await list_topics(request.app[STORE_KEY], namespace)
+    return web.json_response([s.to_dict() for s in summaries])
+
+
+async def create_topic_handler(request: web.Request) -> web.Response:
+    store, namespace, name = _topic(request)
+    body = await _body(request, CreateTopic)
+    manifest = topic_manifest(
+        namespace,
+        name,
+        body.initial_segments,
+        [(s.name, s.type) for s in body.subscriptions],
+        body.properties,
+        body.retention,
+    )
+    await create_topic(store, manifest)
+    description = await describe_topic(store, namespace, name)
+    return web.json_response(description.to_dict(), status=201)
+
+
+async def describe_topic_handler(request: web.Request) -> web.Response:
+    description = await describe_topic(*_topic(request))
+    return web.json_response(description.to_dict())
+
+
+async def delete_topic_handler(request: web.Request) -> web.Response:
+    # 202: the controller's finalizer deletes the segments, then the topic goes.
+    return web.json_response(summarize(await delete_topic(*_topic(request))).to_dict(), status=202)
+
+
+async def list_subscriptions_handler(request: web.Request) -> web.Response:
+    return web.json_response(await list_subscriptions(*_topic(request)))
+
+
+async def create_subscription_handler(request: web.Request) -> web.Response:
+    store, namespace, name = _topic(request)
+    body = await _body(request, CreateSubscription)
+    subscription = request.match_info["subscription"]
+    await add_subscription(store, namespace, name, subscription, body.type)
+    return web.json_response({"name": subscription, "type": body.type}, status=201)
+
+
+async def delete_subscription_handler(request: web.Request) -> web.Response:
+    await remove_subscription(*_topic(request), request.match_info["subscription"])
+    return web.Response(status=204)
+
+
+async def _scale(
+    request: web.Request, kind: ChangeKind, segments: tuple[int, ...], wait_seconds: float
+) -> web.Response:
+    store, namespace, name = _topic(request)
+    try:
+        last = await request_scaling(store, namespace, name, kind, segments, wait_seconds)
+    except LayoutError as error:
+        raise _Refused(409, ErrorCode.INVALID_REQUEST.value, str(error)) from None
+    except RequestTimedOut as error:
+        raise _Refused(504, TIMEOUT, str(error)) from None
+    if last.result is not OperationResult.SUCCEEDED:
+        raise _Refused(
+            409,
+            ErrorCode.INVALID_REQUEST.value,
+            f"{last.result.value}: {last.message}",
+            lastOperation=last.to_wire(),
+        )
+    return web.json_response(last.to_wire())
+
+
+async def split_handler(request: web.Request) -> web.Response:
+    body = await _body(request, Split)
+    return await _scale(request, ChangeKind.SPLIT, (body.segment,), body.timeout_seconds)
+
+
+async def merge_handler(request: web.Request) -> web.Response:
+    body = await _body(request, Merge)
+    return await _scale(request, ChangeKind.MERGE, tuple(body.segments), body.timeout_seconds)
+
+
+async def stats_handler(request: web.Request) -> web.Response:
+    store, namespace, name = _topic(request)
+    stats = await gather_topic_stats(store, request.app[_BROKERS_KEY], namespace, name)
+    return web.json_response(stats.to_dict())
+
+
+def add_topic_routes(app: web.Application) -> None:
+    """Register the routes; the application must set STORE_KEY before serving."""
+
+    async def brokers(app: web.Application) -> AsyncIterator[None]:
+        # Stats ask every segment's broker, with the cluster token this broker also requires.
+        async with aiohttp.ClientSession() as session:
+            app[_BROKERS_KEY] = BrokerAdmin(session, app.get(TOKEN_KEY))
+            yield
+
+    app.cleanup_ctx.append(brokers)
+    base = "/admin/v1/topics"
+    one = base + "/{namespace}/{name}"
+    subscription = one + "/subscriptions/{subscription}"
+    routes: list[tuple[str, str, Handler]] = [
+        ("GET", base, list_topics_handler),
+        ("PUT", one, create_topic_handler),
+        ("GET", one, describe_topic_handler),
+        ("DELETE", one, delete_topic_handler),
+        ("GET", one + "/subscriptions", list_subscriptions_handler),
+        ("PUT", subscription, create_subscription_handler),
+        ("DELETE", subscription, delete_subscription_handler),
+        ("POST", one + "/split", split_handler),
+        ("POST", one + "/merge", merge_handler),
+        ("GET", one + "/stats", stats_handler),
+    ]
+    for method, path, handler in routes:
+        app.router.add_route(method, path, _answering(handler))

@@ -1,0 +1,52 @@
+"""The Python client of scalable topics: producers, consumers and administration.
+
+async with Client("ws://127.0.0.1:6650") as client:
+    producer = await client.create_producer("orders")
+    await producer.send(b"order 1", key="customer-17")
+"""
+
+from .checkpoint import Checkpoint
+from .checkpoint_consumer import CheckpointConsumer
+from .client import Client
+from .consumer_message import ReceivedMessage
+from .errors import (
+    AlreadyExists,
+    ClientClosed,
+    ClientError,
+    ConnectionFailed,
+    ConsumerBusy,
+    InvalidRequest,
+    MessageTooLarge,
+    NotFound,
+    ProducerBusy,
+    ProducerFenced,
+    ServerError,
+    Timeout,
+    Unauthorized,
+)
+from .producer import Producer
+from .queue_consumer import QueueConsumer
+from .stream_consumer import StreamConsumer
+
+__all__ = [
+    "AlreadyExists",
+    "Checkpoint",
+    "CheckpointConsumer",
+    "Client",
+    "ClientClosed",
+    "ClientError",
+    "ConnectionFailed",
+    "ConsumerBusy",
+    "InvalidRequest",
+    "MessageTooLarge",
+    "NotFound",
+    "Producer",
+    "ProducerBusy",
+    "ProducerFenced",
+    "QueueConsumer",
+    "ReceivedMessage",
+    "ServerError",
+    "StreamConsumer",
+    "Timeout",
+    "Unauthorized",
+]

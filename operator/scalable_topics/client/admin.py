@@ -1,0 +1,252 @@
+"""Topic administration over the brokers' topic admin API (docs/admin-api.md).
+
+Any broker serves the API from the store, so the Admin asks the first broker of the service
+URL and moves on to the next only when one cannot be reached: the request was never sent, so
+trying another cannot apply it twice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from types import TracebackType
+from typing import Any, cast
+from urllib.parse import quote
+
+import aiohttp
+
+from ..protocol import ErrorCode
+from .admin_types import (
+    DeclaredSubscription,
+    Operation,
+    SubscriptionDescription,
+    TopicDescription,
+    TopicSummary,
+)
+from .errors import (
+    AlreadyExists,
+    ClientClosed,
+    ClientError,
+    ConnectionFailed,
+    InvalidRequest,
+    NotFound,
+    ServerError,
+    Timeout,
+    Unauthorized,
+)
+from .topic_layout import qualified_topic
+
+_REQUEST_SECONDS = 30.0
+# A split or merge answer comes after the controller's; the HTTP wait covers it with room.
+_SCALING_SLACK_SECONDS = 30.0
+_BY_STATUS: Mapping[int, type[ClientError]] = {
+    400: InvalidRequest,
+    401: Unauthorized,
+    403: Unauthorized,
+    404: NotFound,
+    504: Timeout,
+}
+
+
+def admin_urls(service_url: str) -> tuple[str, ...]:
+    """The HTTP bases of ``service_url``: comma-separated ws://, wss://, http:// or https://
+    URLs, WebSocket ones mapped to their HTTP(S) form."""
+    urls = []
+    for url in (part.strip().rstrip("/") for part in service_url.split(",")):
+        if not url:
+            continue
+        for websocket, http in (("ws://", "http://"), ("wss://", "https://")):
+            if url.startswith(websocket):
+                url = http + url.removeprefix(websocket)
+        if not url.startswith(("http://", "https://")) or not url.split("://", 1)[1]:
+            raise ValueError(f"a broker URL looks like ws://HOST:PORT, not {url!r}")
+        urls.append(url)
+    if not urls:
+        raise ValueError("the service URL names no broker, e.g. ws://127.0.0.1:6650")
+    return tuple(urls)
+
+
+def topic_path(topic: str) -> str:
+    namespace, name = qualified_topic(topic).split("/")
+    return f"/admin/v1/topics/{quote(namespace, safe='')}/{quote(name, safe='')}"
+
+
+def _refusal(status: int, payload: Any, fallback: str) -> ClientError:
+    body = payload if isinstance(payload, dict) else {}
+    code_text = str(body.get("code", ""))
+    message = str(body.get("message") or fallback)
+    try:
+        code: ErrorCode | None = ErrorCode(code_text)
+    except ValueError:  # AlreadyExists and Timeout are this API's own codes
+        code = None
+    if code_text == "AlreadyExists":
+        return AlreadyExists(message)
+    if status == 409:
+        return InvalidRequest(message, code)
+    kind = _BY_STATUS.get(status, ServerError if status >= 500 else InvalidRequest)
+    return kind(message, code)
+
+
+class Admin:
+    def __init__(
+        self,
+        service_url: str,
+        auth_token: str | None = None,
+        *,
+        http: aiohttp.ClientSession | None = None,
+    ) -> None:
+        self.urls = admin_urls(service_url)
+        self._headers = {"Authorization": f"Bearer {auth_token}"} if auth_token else {}
+        self._http = http
+        self._owns_http = http is None
+        self._closed = False
+        self._preferred = 0  # the broker that answered last
+
+    async def __aenter__(self) -> Admin:
+        return self
+
+    async def __aexit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        self._closed = True
+        if self._owns_http and self._http is not None:
+            await self._http.close()
+        self._http = None
+
+    # -- topics ---------------------------------------------------------------------------------
+
+    async def create_topic(
+        self,
+        topic: str,
+        initial_segments: int = 1,
+        subscriptions: Iterable[tuple[str, str] | str] = (),
+        properties: Mapping[str, str] | None = None,
+        retention: Mapping[str, int] | None = None,
+    ) -> TopicDescription:
+        """Create it; ``subscriptions`` are names (Queue) or (name, type) pairs, ``retention``
+        has ``maxSizeBytes`` and/or ``maxAgeSeconds``. AlreadyExists when the name is taken."""
+        declared = [
+            {"name": s, "type": "Queue"} if isinstance(s, str) else {"name": s[0], "type": s[1]}
+            for s in subscriptions
+        ]
+        body: dict[str, Any] = {
+            "initialSegments": initial_segments,
+            "subscriptions": declared,
+            "properties": dict(properties or {}),
+        }
+        if retention is not None:
+            body["retention"] = dict(retention)
+        return cast(TopicDescription, await self._call("PUT", topic_path(topic), body))
+
+    async def list_topics(self, namespace: str | None = None) -> list[TopicSummary]:
+        """The topics of ``namespace``, or of every namespace."""
+        query = f"?namespace={quote(namespace, safe='')}" if namespace else ""
+        return cast(list[TopicSummary], await self._call("GET", "/admin/v1/topics" + query))
+
+    async def describe_topic(self, topic: str) -> TopicDescription:
+        return cast(TopicDescription, await self._call("GET", topic_path(topic)))
+
+    async def delete_topic(self, topic: str) -> TopicSummary:
+        """Ask for deletion; the controller removes the segments, then the topic goes."""
+        return cast(TopicSummary, await self._call("DELETE", topic_path(topic)))
+
+    # -- subscriptions --------------------------------------------------------------------------
+
+    async def create_subscription(
+        self, topic: str, name: str, type: str = "Queue"
+    ) -> DeclaredSubscription:
+        """Declare it (it starts at the latest message); AlreadyExists when declared."""
+        path = f"{topic_path(topic)}/subscriptions/{quote(name, safe='')}"
+        return cast(DeclaredSubscription, await self._call("PUT", path, {"type": type}))
+
+    async def delete_subscription(self, topic: str, name: str) -> None:
+        await self._call("DELETE", f"{topic_path(topic)}/subscriptions/{quote(name, safe='')}")
+
+    async def list_subscriptions(self, topic: str) -> list[SubscriptionDescription]:
+        path = f"{topic_path(topic)}/subscriptions"
+        return cast(list[SubscriptionDescription], await self._call("GET", path))
+
+    # -- scaling and stats ----------------------------------------------------------------------
+
+    async def split(self, topic: str, segment_id: int, wait_seconds: float = 60) -> Operation:
+        """Split an active segment and wait for the controller: InvalidRequest when refused,
+        Timeout when no controller answered in time (the request stays on the topic)."""
+        body = {"segment": segment_id, "timeoutSeconds": wait_seconds}
+        answer = await self._call(
+            "POST", topic_path(topic) + "/split", body, wait_seconds + _SCALING_SLACK_SECONDS
+        )
+        return cast(Operation, answer)
+
+    async def merge(self, topic: str, a: int, b: int, wait_seconds: float = 60) -> Operation:
+        """Merge two adjacent active segments; errors as for :meth:`split`."""
+        body = {"segments": [a, b], "timeoutSeconds": wait_seconds}
+        answer = await self._call(
+            "POST", topic_path(topic) + "/merge", body, wait_seconds + _SCALING_SLACK_SECONDS
+        )
+        return cast(Operation, answer)
+
+    async def stats(self, topic: str) -> dict[str, Any]:
+        """Segment counts, rates, backlogs and consumers (``stctl topics stats -o json``)."""
+        return cast(dict[str, Any], await self._call("GET", topic_path(topic) + "/stats"))
+
+    # -- the HTTP exchange ----------------------------------------------------------------------
+
+    def _session(self) -> aiohttp.ClientSession:
+        if self._closed:
+            raise ClientClosed("the admin client is closed")
+        if self._http is None:
+            self._http = aiohttp.ClientSession()
+        return self._http
+
+    async def _call(
+        self,
+        method: str,
+        path: str,
+        body: object | None = None,
+        wait_seconds: float = _REQUEST_SECONDS,
+    ) -> Any:
+        session = self._session()
+        order = self.urls[self._preferred :] + self.urls[: self._preferred]
+        failures = []
+        for url in order:
+            try:
+                answer = await self._exchange(session, method, url + path, body, wait_seconds)
+            except aiohttp.ClientConnectorError as error:
+                failures.append(f"{url}: {error}")
+                continue
+            self._preferred = self.urls.index(url)
+            return answer
+        raise ConnectionFailed(
+            f"no broker answered ({'; '.join(failures)}); is `stctl standalone` (or a "
+            "broker) running at that URL?"
+        )
+
+    async def _exchange(
+        self, session: aiohttp.ClientSession, method: str, url: str, body: object, seconds: float
+    ) -> Any:
+        try:
+            async with session.request(
+                method,
+                url,
+                json=body,
+                headers=self._headers,
+                timeout=aiohttp.ClientTimeout(total=seconds),
+            ) as response:
+                payload = (
+                    await response.json() if response.content_type == "application/json" else None
+                )
+                if response.status >= 400:
+                    fallback = f"{method} {url} answered {response.status} {response.reason}"
+                    raise _refusal(response.status, payload, fallback)
+                return payload
+        except aiohttp.ClientConnectorError:
+            raise
+        except aiohttp.ClientError as error:
+            raise ConnectionFailed(f"{method} {url}: {error or type(error).__name__}") from error
+        except TimeoutError:
+            raise Timeout(f"{method} {url}: no answer within {seconds:g} s") from None

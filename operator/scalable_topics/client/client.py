@@ -1,0 +1,276 @@
+"""The client: the entry point of an application, owning the connections every producer and
+consumer it creates share.
+
+``service_url`` names one broker or several (comma-separated): any broker serves DAG watches
+and relays consumer registrations and exclusive grants, and the DAG says which broker serves
+each segment. One connection per broker, one DAG watch per topic, however many producers and
+consumers use them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from types import TracebackType
+from typing import Protocol
+
+import aiohttp
+
+from ..model.resources import ProducerAccessMode
+from ..protocol import InitialPosition
+from .admin import Admin
+from .checkpoint_consumer import CheckpointConsumer
+from .errors import ClientClosed
+from .pool import ConnectionPool
+from .producer import Producer
+from .queue_consumer import QueueConsumer
+from .segment_writer import Batching
+from .stream_consumer import StreamConsumer
+from .topic_layout import qualified_topic
+from .topic_watcher import TopicWatcher
+
+
+class _Closable(Protocol):
+    async def close(self) -> None: ...
+
+
+def parse_service_urls(service_url: str) -> tuple[str, ...]:
+    """The broker URLs in ``service_url``: ``ws://host:port`` (or wss), comma-separated."""
+    urls = tuple(url.strip().rstrip("/") for url in service_url.split(",") if url.strip())
+    if not urls:
+        raise ValueError("the service URL names no broker, e.g. ws://127.0.0.1:6650")
+    for url in urls:
+        if not url.startswith(("ws://", "wss://")) or len(url.split("://", 1)[1]) == 0:
+            raise ValueError(f"a broker URL looks like ws://HOST:PORT, not {url!r}")
+    return urls
+
+
+class Client:
+    def __init__(
+        self,
+        service_url: str,
+        auth_token: str | None = None,
+        *,
+        client_name: str | None = None,
+        operation_timeout: float = 30.0,
+        connect_timeout: float = 10.0,
+    ) -> None:
+        self.service_urls = parse_service_urls(service_url)
+        self.auth_token = auth_token
+        self.client_name = client_name or f"{socket.gethostname()}-client"
+        self.operation_timeout = operation_timeout
+        self.connect_timeout = connect_timeout
+        self._session: aiohttp.ClientSession | None = None
+        self._pool: ConnectionPool | None = None
+        self._watchers: dict[str, asyncio.Task[TopicWatcher]] = {}
+        self._closables: set[_Closable] = set()
+        self._closed = False
+
+    async def __aenter__(self) -> Client:
+        return self
+
+    async def __aexit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    @property
+    def pool(self) -> ConnectionPool:
+        if self._closed:
+            raise ClientClosed("the client is closed")
+        if self._pool is None:
+            self._session = aiohttp.ClientSession()
+            self._pool = ConnectionPool(
+                self._session,
+                client_name=self.client_name,
+                auth_token=self.auth_token,
+                connect_seconds=self.connect_timeout,
+            )
+        return self._pool
+
+    def admin(self) -> Admin:
+        """Topic administration through the same brokers (the caller closes it)."""
+        return Admin(",".join(self.service_urls), self.auth_token)
+
+    async def watch(self, topic: str) -> TopicWatcher:
+        """The topic's DAG watch, shared by everything this client opens on the topic;
+        NotFound when the topic does not exist."""
+        topic = qualified_topic(topic)
+        starting = self._watchers.get(topic)
+        if starting is None or (starting.done() and starting.exception() is not None):
+            starting = asyncio.get_running_loop().create_task(self._start_watch(topic))
+            self._watchers[topic] = starting
+        return await asyncio.shield(starting)
+
+    async def _start_watch(self, topic: str) -> TopicWatcher:
+        watcher = TopicWatcher(topic, self.pool, self.service_urls)
+        await watcher.start(self.operation_timeout)
+        return watcher
+
+    def track(self, closable: _Closable) -> None:
+        """Close ``closable`` with the client."""
+        self._closables.add(closable)
+
+    def untrack(self, closable: _Closable) -> None:
+        self._closables.discard(closable)
+
+    async def close(self) -> None:
+        """Close every producer and consumer, every watch and connection."""
+        if self._closed:
+            return
+        for closable in list(self._closables):
+            await closable.close()
+        self._closed = True
+        for starting in self._watchers.values():
+            if not starting.done():
+                starting.cancel()
+            elif starting.exception() is None:
+                await starting.result().close()
+        if self._pool is not None:
+            await self._pool.close()
+        if self._session is not None:
+            await self._session.close()
+
+    # -- producers ------------------------------------------------------------------------------
+
+    async def create_producer(
+        self,
+        topic: str,
+        *,
+        name: str | None = None,
+        access_mode: ProducerAccessMode | str = ProducerAccessMode.SHARED,
+        batching_max_messages: int = 1000,
+        batching_max_bytes: int = 128 * 1024,
+        batching_max_delay: float = 0.001,
+        send_timeout: float = 30.0,
+        max_pending_messages: int = 10_000,
+    ) -> Producer:
+        """A producer of ``topic`` (``name`` or ``namespace/name``).
+
+        ``name`` identifies the producer to the brokers' deduplication and to exclusive
+        access; a unique one is made up when it is None. ``access_mode`` Shared lets many
+        producers write; Exclusive, WaitForExclusive and ExclusiveWithFencing take the whole
+        topic (every segment, present and future) for this producer alone. Batches close at
+        ``batching_max_messages`` or ``batching_max_bytes``, or ``batching_max_delay``
+        seconds after their first message. A message unacknowledged after ``send_timeout``
+        seconds fails with Timeout; ``send_async`` waits while ``max_pending_messages`` are
+        unanswered.
+        """
+        batching = Batching(batching_max_messages, batching_max_bytes, batching_max_delay)
+        if batching_max_messages < 1 or batching_max_bytes < 1 or batching_max_delay < 0:
+            raise ValueError("batching limits must be positive (the delay may be 0)")
+        watcher = await self.watch(topic)
+        producer = Producer(
+            self,
+            watcher,
+            name=name,
+            access_mode=ProducerAccessMode(access_mode),
+            batching=batching,
+            send_timeout=send_timeout,
+            max_pending_messages=max_pending_messages,
+        )
+        self.track(producer)
+        try:
+            await producer._start()
+        except BaseException:
+            await producer.close()
+            raise
+        return producer
+
+    # -- consumers ------------------------------------------------------------------------------
+
+    async def subscribe_queue(
+        self,
+        topic: str,
+        subscription: str,
+        *,
+        consumer_name: str | None = None,
+        key_ordered: bool = False,
+        initial_position: str = "Earliest",
+        receive_queue_size: int = 1000,
+        ack_timeout: float | None = None,
+        nack_redelivery_delay: float = 1.0,
+        dead_letter_topic: str | None = None,
+        max_redeliveries: int | None = None,
+    ) -> QueueConsumer:
+        """A queue consumer of ``subscription`` on every segment of ``topic``.
+
+        Messages are unordered and acknowledged one by one, unless ``key_ordered``: then each
+        key is delivered to one consumer at a time, in order, across splits and merges.
+        ``initial_position`` (Earliest or Latest) applies where the subscription does not exist
+        yet. Up to ``receive_queue_size`` messages per segment are fetched ahead. A message
+        not acknowledged within ``ack_timeout`` seconds is delivered again; a negatively
+        acknowledged one after ``nack_redelivery_delay`` seconds, doubled with each
+        redelivery. With ``max_redeliveries``, a message delivered that often is published to
+        ``dead_letter_topic`` (default ``<topic>-dlq``, if that topic exists) and acknowledged.
+        """
+        watcher = await self.watch(topic)
+        consumer = QueueConsumer(
+            self,
+            watcher,
+            subscription,
+            consumer_name=consumer_name,
+            key_ordered=key_ordered,
+            initial_position=InitialPosition(initial_position),
+            receive_queue_size=receive_queue_size,
+            ack_timeout=ack_timeout,
+            nack_redelivery_delay=nack_redelivery_delay,
+            max_redeliveries=max_redeliveries,
+        )
+        self.track(consumer)
+        try:
+            await consumer._start(dead_letter_topic)
+        except BaseException:
+            await consumer.close()
+            raise
+        return consumer
+
+    async def subscribe_stream(
+        self,
+        topic: str,
+        subscription: str,
+        consumer_name: str,
+        *,
+        receive_queue_size: int = 1000,
+    ) -> StreamConsumer:
+        """A stream consumer of ``subscription`` (declared with type Stream in the topic's
+        spec), reading the segments the topic's controller assigns to ``consumer_name``: each
+        key in order, acknowledged cumulatively. Consumers of one subscription share the
+        segments; the name keeps a consumer's segments across reconnects."""
+        watcher = await self.watch(topic)
+        consumer = StreamConsumer(
+            self, watcher, subscription, consumer_name, receive_queue_size=receive_queue_size
+        )
+        self.track(consumer)
+        try:
+            await consumer._start()
+        except BaseException:
+            await consumer.close()
+            raise
+        return consumer
+
+    async def subscribe_checkpoint(
+        self,
+        topic: str,
+        subscription: str,
+        consumer_name: str,
+        *,
+        receive_queue_size: int = 1000,
+    ) -> CheckpointConsumer:
+        """A checkpoint consumer of ``subscription`` (declared with type Checkpoint): segments
+        assigned as for a stream consumer, positions kept by the application with
+        ``checkpoint()`` and ``seek()``."""
+        watcher = await self.watch(topic)
+        consumer = CheckpointConsumer(
+            self, watcher, subscription, consumer_name, receive_queue_size=receive_queue_size
+        )
+        self.track(consumer)
+        try:
+            await consumer._start()
+        except BaseException:
+            await consumer.close()
+            raise
+        return consumer

@@ -1,0 +1,100 @@
+"""The errors the client raises: one class per thing an application can act on.
+
+Every error carries the wire ``code`` when a broker or controller gave one, and a message that
+says what went wrong and what to do. Codes the client handles itself (a segment terminated by
+a split, a broker that moved a segment, a busy consumer name after a reconnect) never reach the
+application unless retrying is pointless or the operation's time is up.
+"""
+
+from __future__ import annotations
+
+from ..protocol import ErrorCode
+
+
+class ClientError(Exception):
+    """Base of every error the client raises."""
+
+    def __init__(self, message: str, code: ErrorCode | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code
+
+
+class ConnectionFailed(ClientError):
+    """No broker could be reached, or the connection dropped while a request was outstanding."""
+
+
+class ClientClosed(ClientError):
+    """The client, producer or consumer was closed; create a new one."""
+
+
+class Timeout(ClientError):
+    """The operation did not complete in time; it may or may not have taken effect."""
+
+
+class NotFound(ClientError):
+    """The topic, segment or subscription does not exist."""
+
+
+class AlreadyExists(ClientError):
+    """A topic or subscription of that name exists already."""
+
+
+class Unauthorized(ClientError):
+    """The auth token is missing, wrong, or does not allow this."""
+
+
+class InvalidRequest(ClientError):
+    """The request is well formed but makes no sense here; the message says why."""
+
+
+class ProducerFenced(ClientError):
+    """Another producer took exclusive access over this one: it is closed for good, and none
+    of the messages the brokers refused are in any log."""
+
+
+class ProducerBusy(ClientError):
+    """Another producer holds the access this one asked for: retry later, or wait for it."""
+
+
+class ConsumerBusy(ClientError):
+    """The subscription (or consumer name) is in use by another consumer."""
+
+
+class MessageTooLarge(ClientError):
+    """A message exceeds the brokers' limit; it was not sent."""
+
+
+class ServerError(ClientError):
+    """The broker or controller failed, or is not ready; retrying later may help."""
+
+
+_BY_CODE: dict[ErrorCode, type[ClientError]] = {
+    ErrorCode.TOPIC_NOT_FOUND: NotFound,
+    ErrorCode.SEGMENT_NOT_FOUND: NotFound,
+    ErrorCode.SUBSCRIPTION_NOT_FOUND: NotFound,
+    ErrorCode.AUTHENTICATION_FAILED: Unauthorized,
+    ErrorCode.NOT_AUTHORIZED: Unauthorized,
+    ErrorCode.INVALID_REQUEST: InvalidRequest,
+    ErrorCode.SUBSCRIPTION_TYPE_MISMATCH: InvalidRequest,
+    ErrorCode.PRODUCER_FENCED: ProducerFenced,
+    ErrorCode.PRODUCER_BUSY: ProducerBusy,
+    ErrorCode.CONSUMER_BUSY: ConsumerBusy,
+    ErrorCode.MESSAGE_TOO_LARGE: MessageTooLarge,
+}
+
+# Refusals that a later attempt can overcome without the application changing anything.
+RETRIABLE_CODES: frozenset[ErrorCode] = frozenset(
+    {
+        ErrorCode.SERVICE_NOT_READY,
+        ErrorCode.INTERNAL_ERROR,
+        ErrorCode.WRONG_BROKER,
+        ErrorCode.SEGMENT_TERMINATED,
+        ErrorCode.NOT_LEADER,
+    }
+)
+
+
+def error_for(code: ErrorCode, message: str) -> ClientError:
+    """The exception for a refusal with ``code``, keeping the server's message."""
+    return _BY_CODE.get(code, ServerError)(f"{code}: {message}", code)

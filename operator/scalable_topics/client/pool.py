@@ -1,0 +1,77 @@
+"""One connection per broker URL, shared by everything a client opens on that broker.
+
+Callers asking for the same URL at the same time share one connection attempt. A connection
+that drops leaves the pool at once, so the next caller opens a fresh one; reconnect pacing is
+the caller's (each producer, consumer and watch backs off on its own).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+import aiohttp
+
+from .connection import BrokerConnection
+from .errors import ClientClosed
+
+
+class ConnectionPool:
+    def __init__(
+        self,
+        session: aiohttp.ClientSession,
+        *,
+        client_name: str,
+        auth_token: str | None,
+        connect_seconds: float,
+    ) -> None:
+        self._session = session
+        self._client_name = client_name
+        self._auth_token = auth_token
+        self._connect_seconds = connect_seconds
+        self._opening: dict[str, asyncio.Task[BrokerConnection]] = {}
+        self._open: dict[str, BrokerConnection] = {}
+        self._closed = False
+
+    async def get(self, url: str) -> BrokerConnection:
+        """The open connection to ``url``, opening it if needed."""
+        if self._closed:
+            raise ClientClosed("the client is closed")
+        connection = self._open.get(url)
+        if connection is not None and connection.is_open:
+            return connection
+        opening = self._opening.get(url)
+        if opening is None:
+            opening = asyncio.get_running_loop().create_task(self._connect(url))
+            self._opening[url] = opening
+            opening.add_done_callback(lambda _: self._opening.pop(url, None))
+        return await asyncio.shield(opening)
+
+    async def _connect(self, url: str) -> BrokerConnection:
+        connection = await BrokerConnection.open(
+            url,
+            self._session,
+            client_name=self._client_name,
+            auth_token=self._auth_token,
+            wait_seconds=self._connect_seconds,
+        )
+        if self._closed:
+            await connection.close()
+            raise ClientClosed("the client is closed")
+        self._open[url] = connection
+        connection.on_close(self._forget)
+        return connection
+
+    def _forget(self, connection: BrokerConnection) -> None:
+        if self._open.get(connection.url) is connection:
+            del self._open[connection.url]
+
+    async def close(self) -> None:
+        self._closed = True
+        for opening in list(self._opening.values()):
+            opening.cancel()
+            with contextlib.suppress(BaseException):
+                await opening
+        for connection in list(self._open.values()):
+            await connection.close()
+        self._open.clear()

@@ -1,0 +1,1 @@
+"""``stctl`` commands, one module per command group; ``cli.py`` assembles the parser."""

@@ -1,0 +1,80 @@
+"""What every command that talks to the topic admin API shares: where the brokers are, the
+token, the topic's name, the output format, and how failures become exit codes.
+
+Exit codes: 0 done; 1 the operation failed, was refused, found nothing or timed out; 2 usage
+(argparse's own, and a malformed URL or topic name).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+from collections.abc import Awaitable, Callable
+
+from ..client.admin import Admin
+from ..client.errors import ClientError
+from .output import OUTPUT_FORMATS, fail
+
+DEFAULT_URL = "ws://127.0.0.1:6650"
+URL_VARIABLE, TOKEN_VARIABLE = "STCTL_URL", "STCTL_AUTH_TOKEN"
+
+AdminWork = Callable[[Admin], Awaitable[int]]
+
+
+def add_connection_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--url",
+        default=os.environ.get(URL_VARIABLE, DEFAULT_URL),
+        help=f"a broker's URL, or several comma-separated (default ${URL_VARIABLE}, "
+        f"else {DEFAULT_URL})",
+    )
+    parser.add_argument(
+        "--auth-token",
+        default=os.environ.get(TOKEN_VARIABLE),
+        help=f"the brokers' admin token (default ${TOKEN_VARIABLE})",
+    )
+
+
+def add_topic_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("name", metavar="NAME", help="the topic's name")
+    add_namespace_argument(parser)
+    add_connection_arguments(parser)
+
+
+def add_namespace_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "-n", "--namespace", default="default", help="the topic's namespace (default: default)"
+    )
+
+
+def add_output_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "-o",
+        "--output",
+        choices=OUTPUT_FORMATS,
+        default="table",
+        help="table (default) for people, json for scripts",
+    )
+
+
+def topic_of(args: argparse.Namespace) -> str:
+    return f"{args.namespace}/{args.name}"
+
+
+def run_admin(args: argparse.Namespace, command: str, work: AdminWork) -> int:
+    """Run ``work`` with an Admin on ``--url``; a refusal is one line on stderr and exit 1."""
+
+    async def run() -> int:
+        async with Admin(args.url, args.auth_token) as admin:
+            return await work(admin)
+
+    try:
+        with contextlib.suppress(KeyboardInterrupt):
+            return asyncio.run(run())
+        return 130
+    except ClientError as error:
+        return fail(command, error.message)
+    except ValueError as error:  # a malformed URL or topic name
+        return fail(command, str(error), exit_code=2)

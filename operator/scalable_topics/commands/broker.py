@@ -1,0 +1,59 @@
+"""``stctl broker``: one broker process."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def _run_broker(args: argparse.Namespace) -> int:
+    from pydantic import ValidationError
+
+    from ..broker.app import run
+    from ..broker.config import BrokerConfig
+
+    try:
+        config = BrokerConfig(
+            data_dir=args.data_dir,
+            store_url=args.store,
+            host=args.host,
+            port=args.port,
+            advertised_url=args.advertised_url,
+            broker_id=args.broker_id,
+            sync=args.sync,
+            auth_token=args.auth_token,
+        )
+    except ValidationError as error:
+        print(f"stctl broker: invalid settings: {error}", file=sys.stderr)
+        return 2
+    run(config)
+    return 0
+
+
+def add_broker(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    broker = commands.add_parser(
+        "broker",
+        help="run a broker: segment logs, producers, consumers and the segment admin API",
+        description="Run a broker serving the segments placed on it (wire protocol on /ws, "
+        "admin API on /admin/v1/segments, Prometheus metrics on /metrics).",
+    )
+    broker.add_argument("--data-dir", required=True, help="where segment logs and cursors live")
+    broker.add_argument(
+        "--store", required=True, help="store URL, e.g. embedded:///var/lib/st/store.db"
+    )
+    broker.add_argument(
+        "--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)"
+    )
+    broker.add_argument("--port", type=int, default=6650, help="port to listen on (default 6650)")
+    broker.add_argument(
+        "--advertised-url", help="how clients reach this broker (default ws://HOST:PORT)"
+    )
+    broker.add_argument("--broker-id", help="this broker's identity (default HOST:PORT)")
+    broker.add_argument(
+        "--sync",
+        choices=["batch", "interval", "none"],
+        default="batch",
+        help="when the log fsyncs: batch (before acknowledging, the default), interval, none",
+    )
+    broker.add_argument("--auth-token", help="require this token from clients and admin requests")
+    broker.set_defaults(run=_run_broker)

@@ -1,0 +1,127 @@
+"""Broker child processes that ``stctl standalone`` keeps running.
+
+Each child is ``stctl broker`` on its own data directory and port, its output appended to its
+log file. A child that exits while the system is up is started again after a backoff that
+doubles up to a ceiling and starts over once a run has lasted a while, so a broker that crashes
+at start-up does not spin. Children run in their own session: Ctrl-C in the terminal reaches
+only the standalone process, which then stops them in order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+_FIRST_DELAY, _MAX_DELAY = 0.5, 10.0
+_STABLE_SECONDS = 30.0  # a run this long resets the backoff
+_STOP_SECONDS = 10.0  # SIGTERM, then SIGKILL after this
+
+
+@dataclass(frozen=True, slots=True)
+class ChildBroker:
+    broker_id: str
+    data_dir: Path
+    store_url: str
+    host: str
+    port: int
+    log_path: Path
+
+    def argv(self) -> list[str]:
+        return [
+            sys.executable,
+            "-m",
+            "scalable_topics.cli",
+            "broker",
+            "--data-dir",
+            str(self.data_dir),
+            "--store",
+            self.store_url,
+            "--host",
+            self.host,
+            "--port",
+            str(self.port),
+            "--broker-id",
+            self.broker_id,
+        ]
+
+
+class SupervisedBroker:
+    """One child broker, restarted whenever it exits until :meth:`stop`."""
+
+    def __init__(self, child: ChildBroker) -> None:
+        self.child = child
+        self.starts = 0
+        self._process: asyncio.subprocess.Process | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid if self._process is not None else None
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(
+            self._supervise(), name=f"supervise {self.child.broker_id}"
+        )
+
+    async def _spawn(self) -> asyncio.subprocess.Process:
+        self.child.data_dir.mkdir(parents=True, exist_ok=True)
+        output = await asyncio.to_thread(open, self.child.log_path, "ab")
+        with output:  # the child keeps its own descriptor
+            return await asyncio.create_subprocess_exec(
+                *self.child.argv(),
+                stdout=output,
+                stderr=asyncio.subprocess.STDOUT,
+                stdin=asyncio.subprocess.DEVNULL,
+                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                start_new_session=True,
+            )
+
+    async def _supervise(self) -> None:
+        loop = asyncio.get_running_loop()
+        delay = _FIRST_DELAY
+        while True:
+            started = loop.time()
+            self._process = await self._spawn()
+            self.starts += 1
+            log.info("%s running as pid %d", self.child.broker_id, self._process.pid)
+            code = await self._process.wait()
+            if loop.time() - started >= _STABLE_SECONDS:
+                delay = _FIRST_DELAY
+            log.warning(
+                "%s exited with code %s; starting it again in %.1f s (log: %s)",
+                self.child.broker_id,
+                code,
+                delay,
+                self.child.log_path,
+            )
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, _MAX_DELAY)
+
+    async def stop(self) -> None:
+        """Stop supervising first, so the exit is not taken for a crash; then SIGTERM, and
+        SIGKILL if the broker has not left within the grace period."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        process = self._process
+        if process is None or process.returncode is not None:
+            return
+        process.send_signal(signal.SIGTERM)
+        try:
+            async with asyncio.timeout(_STOP_SECONDS):
+                await process.wait()
+        except TimeoutError:
+            log.warning(
+                "%s did not stop within %ss; killing it", self.child.broker_id, _STOP_SECONDS
+            )
+            process.kill()
+            await process.wait()

@@ -1,0 +1,124 @@
+"""``stctl standalone``: the whole system on this machine, until Ctrl-C or SIGTERM."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+from pathlib import Path
+
+COMMAND = "stctl standalone"
+
+
+def _hint(service_url: str, default_url: str) -> str:
+    url = "" if service_url == default_url else f" --url {service_url}"
+    return "\n".join(
+        [
+            "Try:",
+            f"  stctl topics create orders --segments 2 --subscription billing:Stream{url}",
+            f"  stctl produce orders -m hello -m world{url}",
+            f"  stctl consume orders -s billing -n 2{url}",
+            f"  stctl topics describe orders{url}",
+            "Stop with Ctrl-C.",
+        ]
+    )
+
+
+def _run_standalone(args: argparse.Namespace) -> int:
+    from .admin_call import DEFAULT_URL
+    from .output import fail
+    from .standalone_system import StandaloneError, StandaloneSettings, StandaloneSystem
+
+    if args.brokers < 1:
+        return fail(COMMAND, f"--brokers must be at least 1, not {args.brokers}", exit_code=2)
+    last_port = args.port + args.brokers - 1
+    if not 1 <= args.port <= last_port <= 65535:
+        return fail(COMMAND, f"ports {args.port}-{last_port} are not all within 1-65535", 2)
+    controller_port = args.controller_port or args.port + 100
+    if args.port <= controller_port <= last_port or not 1 <= controller_port <= 65535:
+        return fail(COMMAND, f"--controller-port {controller_port} clashes or is out of range", 2)
+    settings = StandaloneSettings(
+        data_dir=Path(args.data_dir).resolve(),
+        host=args.host,
+        port=args.port,
+        brokers=args.brokers,
+        controller_port=controller_port,
+    )
+    try:
+        settings.log_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        return fail(COMMAND, f"cannot use data directory {settings.data_dir}: {error.strerror}")
+    logging.basicConfig(
+        filename=settings.log_dir / "standalone.log",
+        level=logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+
+    async def serve() -> int:
+        stopping = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(signum, stopping.set)
+        system = StandaloneSystem(settings)
+        try:
+            starting = loop.create_task(system.start())
+            stop_asked = loop.create_task(stopping.wait())
+            await asyncio.wait({starting, stop_asked}, return_when=asyncio.FIRST_COMPLETED)
+            if not starting.done():  # stopped while starting
+                starting.cancel()
+                await asyncio.gather(starting, return_exceptions=True)
+                return 0
+            starting.result()
+            print(f"{COMMAND}: serving {settings.service_url}", flush=True)
+            print(
+                f"  {settings.brokers} broker(s) on ports {settings.port}-{last_port}, "
+                f"controller on 127.0.0.1:{controller_port}, data in {settings.data_dir}, "
+                f"logs in {settings.log_dir}",
+                flush=True,
+            )
+            print(_hint(settings.service_url, DEFAULT_URL), flush=True)
+            controller_stopped = loop.create_task(system.wait_for_controller())
+            await asyncio.wait(
+                {stop_asked, controller_stopped}, return_when=asyncio.FIRST_COMPLETED
+            )
+            controller_stopped.cancel()
+            if not stop_asked.done():
+                await asyncio.gather(controller_stopped, return_exceptions=True)
+                system.check_controller()
+            stop_asked.cancel()
+            return 0
+        except StandaloneError as error:
+            return fail(COMMAND, str(error))
+        finally:
+            await system.stop()
+
+    return asyncio.run(serve())
+
+
+def add_standalone(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    standalone = commands.add_parser(
+        "standalone",
+        help="run the whole system on this machine (store, controller, brokers)",
+        description="Run the whole system on this machine: an embedded store in DIR, one "
+        "controller and the first broker in this process, further brokers as supervised child "
+        "processes on the next ports. Running it again on DIR resumes the same topics.",
+    )
+    standalone.add_argument(
+        "--data-dir", required=True, metavar="DIR", help="where the store, logs and data live"
+    )
+    standalone.add_argument(
+        "--host", default="127.0.0.1", help="address brokers listen on (default 127.0.0.1)"
+    )
+    standalone.add_argument(
+        "--port", type=int, default=6650, help="the first broker's port (default 6650)"
+    )
+    standalone.add_argument(
+        "--brokers", type=int, default=1, help="how many brokers, on consecutive ports (default 1)"
+    )
+    standalone.add_argument(
+        "--controller-port",
+        type=int,
+        help="where brokers reach the controller, on 127.0.0.1 (default: --port + 100)",
+    )
+    standalone.set_defaults(run=_run_standalone)

@@ -1,0 +1,155 @@
+"""The client's Admin against broker applications and a controller in the test's event loop."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from aiohttp.test_utils import TestServer
+from inprocess_service import Service, running_service
+
+from scalable_topics.broker.app import build_app
+from scalable_topics.broker.config import BrokerConfig
+from scalable_topics.client.admin import Admin, admin_urls, topic_path
+from scalable_topics.client.errors import (
+    AlreadyExists,
+    ConnectionFailed,
+    InvalidRequest,
+    NotFound,
+    Timeout,
+)
+from scalable_topics.model.layout import SegmentLayout
+from scalable_topics.model.resources import ScalableTopic
+from scalable_topics.protocol import ErrorCode
+from scalable_topics.store import EmbeddedStore
+
+
+@pytest.fixture
+async def service(tmp_path: Path) -> AsyncIterator[Service]:
+    async with running_service(tmp_path, brokers=2) as running:
+        yield running
+
+
+def closed_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def test_service_urls_map_to_http() -> None:
+    assert admin_urls("ws://a:1, wss://b:2/,http://c:3,https://d:4") == (
+        "http://a:1",
+        "https://b:2",
+        "http://c:3",
+        "https://d:4",
+    )
+    with pytest.raises(ValueError, match="names no broker"):
+        admin_urls(" , ")
+    with pytest.raises(ValueError, match="ws://HOST:PORT"):
+        admin_urls("tcp://a:1")
+
+
+def test_topics_are_namespace_slash_name_or_a_bare_name() -> None:
+    assert topic_path("orders") == "/admin/v1/topics/default/orders"
+    assert topic_path("team-a/orders") == "/admin/v1/topics/team-a/orders"
+    with pytest.raises(ValueError, match="NAMESPACE/NAME"):
+        topic_path("a/b/c")
+
+
+async def wait_for_layout(admin: Admin, topic: str) -> int:
+    async with asyncio.timeout(30):
+        while True:
+            described = await admin.describe_topic(topic)
+            if described["epoch"] is not None:
+                return described["epoch"]
+            await asyncio.sleep(0.05)
+
+
+async def test_admin_manages_topics_end_to_end(service: Service) -> None:
+    async with Admin(service.url) as admin:
+        created = await admin.create_topic(
+            "team-a/orders", 2, [("billing", "Stream"), "audit"], {"tier": "gold"}
+        )
+        assert created["spec"]["subscriptions"] == [
+            {"name": "billing", "type": "Stream"},
+            {"name": "audit", "type": "Queue"},
+        ]
+        with pytest.raises(AlreadyExists):
+            await admin.create_topic("team-a/orders")
+        with pytest.raises(InvalidRequest, match=r"spec\.initialSegments"):
+            await admin.create_topic("team-a/other", 0)
+        assert await wait_for_layout(admin, "team-a/orders") == 0
+
+        [summary] = await admin.list_topics("team-a")
+        assert (summary["name"], summary["activeSegments"]) == ("orders", 2)
+        assert await admin.list_topics("nobody") == []
+        assert [t["name"] for t in await admin.list_topics()] == ["orders"]
+
+        operation = await admin.split("team-a/orders", 0, wait_seconds=30)
+        assert (operation["result"], operation["childIds"]) == ("Succeeded", [2, 3])
+        with pytest.raises(InvalidRequest, match="cannot merge segment 2 with itself") as refused:
+            await admin.merge("team-a/orders", 2, 2)
+        assert refused.value.code is ErrorCode.INVALID_REQUEST
+        merged = await admin.merge("team-a/orders", 2, 3, wait_seconds=30)
+        assert merged["childIds"] == [4]
+        described = await admin.describe_topic("team-a/orders")
+        assert {s["id"] for s in described["segments"] if s["state"] == "Active"} == {1, 4}
+
+        await admin.create_subscription("team-a/orders", "late", "Checkpoint")
+        with pytest.raises(AlreadyExists, match="already has a subscription 'late'"):
+            await admin.create_subscription("team-a/orders", "late")
+        names = [s["name"] for s in await admin.list_subscriptions("team-a/orders")]
+        assert names == ["audit", "billing", "late"]
+        await admin.delete_subscription("team-a/orders", "late")
+        with pytest.raises(NotFound, match="has no subscription 'late'"):
+            await admin.delete_subscription("team-a/orders", "late")
+
+        stats = await admin.stats("team-a/orders")
+        assert stats["segmentCounts"]["active"] == 2
+
+        assert (await admin.delete_topic("team-a/orders"))["name"] == "orders"
+        async with asyncio.timeout(30):
+            while await admin.list_topics("team-a"):
+                await asyncio.sleep(0.05)
+        with pytest.raises(NotFound, match="topic team-a/orders not found") as missing:
+            await admin.describe_topic("team-a/orders")
+        assert missing.value.code is ErrorCode.TOPIC_NOT_FOUND
+
+
+async def test_a_split_nobody_answers_times_out(tmp_path: Path) -> None:
+    """A broker but no controller: the request is written and waited on in vain."""
+    async with await EmbeddedStore.open(tmp_path / "store.db") as store:
+        config = BrokerConfig(data_dir=tmp_path / "b", store_url="embedded:x.db")
+        server = TestServer(build_app(config, store=store), host="127.0.0.1")
+        await server.start_server()
+        try:
+            async with Admin(f"ws://127.0.0.1:{server.port}") as admin:
+                await admin.create_topic("orders")
+                with pytest.raises(InvalidRequest, match="no segments yet"):
+                    await admin.split("orders", 0)
+                raw = await store.get(ScalableTopic.KIND, "default", "orders")
+                raw["status"] = SegmentLayout.initial(1, datetime.now(UTC)).to_status()
+                await store.replace_status(raw)
+                with pytest.raises(Timeout, match=r"no controller answered within 0\.3 s"):
+                    await admin.split("orders", 0, wait_seconds=0.3)
+        finally:
+            await server.close()
+
+
+async def test_an_unreachable_broker_is_skipped(service: Service) -> None:
+    dead = f"ws://127.0.0.1:{closed_port()}"
+    async with Admin(f"{dead},{service.url}") as admin:
+        assert await admin.list_topics() == []
+        assert admin.urls[0] == dead.replace("ws://", "http://")
+
+
+async def test_no_reachable_broker_fails_with_a_hint() -> None:
+    url = f"ws://127.0.0.1:{closed_port()}"
+    async with Admin(url) as admin:
+        with pytest.raises(ConnectionFailed, match="stctl standalone") as failed:
+            await admin.list_topics()
+    assert url.replace("ws://", "http://") in failed.value.message

@@ -1,0 +1,357 @@
+"""``stctl standalone`` as a user runs it: a real process on loopback ports, driven through the
+client's Admin and the ``stctl`` commands, stopped with SIGTERM and started again."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import aiohttp
+import pytest
+from wire_client import WireClient
+
+from scalable_topics.client.admin import Admin
+from scalable_topics.protocol import BatchMessage
+
+pytestmark = pytest.mark.slow
+
+START_SECONDS = 60.0
+
+
+def free_ports(count: int) -> int:
+    """The first of ``count`` consecutive ports nobody listens on."""
+    for _ in range(50):
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            first = int(probe.getsockname()[1])
+        if first + count > 65535:
+            continue
+        probes = []
+        try:
+            for port in range(first, first + count):
+                taken = socket.socket()
+                probes.append(taken)
+                taken.bind(("127.0.0.1", port))
+            return first
+        except OSError:
+            continue
+        finally:
+            for taken in probes:
+                taken.close()
+    raise RuntimeError("no consecutive free ports")
+
+
+@dataclass
+class Standalone:
+    process: asyncio.subprocess.Process
+    url: str
+    output: list[str]
+
+    async def stop(self) -> int:
+        self.process.send_signal(signal.SIGTERM)
+        async with asyncio.timeout(60):
+            return await self.process.wait()
+
+
+@asynccontextmanager
+async def standalone(
+    data_dir: Path, port: int, *extra: str, controller_port: int | None = None
+) -> AsyncIterator[Standalone]:
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "scalable_topics.cli",
+        "standalone",
+        "--data-dir",
+        str(data_dir),
+        "--port",
+        str(port),
+        "--controller-port",
+        str(controller_port or free_ports(1)),
+        *extra,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    assert process.stdout is not None and process.stderr is not None
+    output: list[str] = []
+    try:
+        async with asyncio.timeout(START_SECONDS):
+            while True:
+                line = (await process.stdout.readline()).decode()
+                if not line:
+                    error = (await process.stderr.read()).decode()
+                    raise AssertionError(f"standalone exited at start: {error}")
+                output.append(line)
+                if line.startswith("Stop with Ctrl-C"):  # the last line of the hint
+                    break
+        [serving] = [line for line in output if line.startswith("stctl standalone: serving ")]
+        url = serving.split("serving ", 1)[1].strip()
+        yield Standalone(process, url, output)
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+
+
+async def topic_layout_epoch(admin: Admin, topic: str) -> int:
+    async with asyncio.timeout(30):
+        while True:
+            described = await admin.describe_topic(topic)
+            if described["epoch"] is not None and described["phase"] == "Ready":
+                return described["epoch"]
+            await asyncio.sleep(0.05)
+
+
+async def produce_one(broker_url: str, topic: str, segment_id: int) -> None:
+    client = await WireClient.connect(broker_url.replace("ws://", "http://", 1))
+    try:
+        await client.open_producer(1, topic, segment_id)
+        await client.send(1, 0, BatchMessage(b"kept until consumed", "key"))
+    finally:
+        await client.close()
+
+
+async def test_standalone_serves_topics_and_resumes_them(tmp_path: Path) -> None:
+    port = free_ports(1)
+    async with standalone(tmp_path, port) as running:
+        assert running.url == f"ws://127.0.0.1:{port}"
+        assert any("stctl topics create" in line for line in running.output)
+        async with Admin(running.url) as admin:
+            await admin.create_topic("orders", 1, [("billing", "Stream")])
+            assert await topic_layout_epoch(admin, "orders") == 0
+            [summary] = await admin.list_topics()
+            assert (summary["name"], summary["activeSegments"]) == ("orders", 1)
+
+            described = await admin.describe_topic("orders")
+            [segment] = described["segments"]
+            assert (segment["range"], segment["broker"]) == ("0000-ffff", running.url)
+            assert described["controller"] is not None
+
+            # A message nobody consumed keeps the sealed parent in the DAG after the split.
+            await produce_one(running.url, "default/orders", 0)
+            operation = await admin.split("orders", 0)
+            assert (operation["result"], operation["childIds"]) == ("Succeeded", [1, 2])
+            described = await admin.describe_topic("orders")
+            assert described["epoch"] == 1
+            assert [(s["id"], s["state"], s["children"]) for s in described["segments"]] == [
+                (0, "Sealed", [1, 2]),
+                (1, "Active", []),
+                (2, "Active", []),
+            ]
+
+            await admin.create_topic("kept", 2)
+            assert await topic_layout_epoch(admin, "kept") == 0
+            await admin.delete_topic("orders")
+            async with asyncio.timeout(30):
+                while [t["name"] for t in await admin.list_topics()] != ["kept"]:
+                    await asyncio.sleep(0.05)
+        assert await running.stop() == 0
+
+    async with standalone(tmp_path, port) as again, Admin(again.url) as admin:
+        assert [t["name"] for t in await admin.list_topics()] == ["kept"]
+        described = await admin.describe_topic("kept")
+        assert [(s["id"], s["state"]) for s in described["segments"]] == [
+            (0, "Active"),
+            (1, "Active"),
+        ]
+        stats = await admin.stats("kept")
+        assert stats["segmentCounts"] == {"active": 2, "sealed": 0, "unavailable": 0}
+        assert await again.stop() == 0
+
+
+def broker_pid(data_dir: Path, broker_id: str) -> int | None:
+    """The pid of the child broker with this identity and data directory, from /proc."""
+    wanted = {b"--broker-id", broker_id.encode(), str(data_dir / broker_id).encode()}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdecimal():
+            continue
+        with contextlib.suppress(OSError):
+            if wanted <= set((entry / "cmdline").read_bytes().split(b"\0")):
+                return int(entry.name)
+    return None
+
+
+async def healthy(url: str) -> bool:
+    try:
+        async with aiohttp.ClientSession() as http, http.get(url + "/healthz") as response:
+            return response.status == 200
+    except aiohttp.ClientError:
+        return False
+
+
+async def test_a_killed_child_broker_is_started_again(tmp_path: Path) -> None:
+    port = free_ports(2)
+    async with standalone(tmp_path, port, "--brokers", "2") as running:
+        second = f"http://127.0.0.1:{port + 1}"
+        assert await healthy(second)
+        first_pid = broker_pid(tmp_path, "broker-1")
+        assert first_pid is not None
+        os.kill(first_pid, signal.SIGKILL)
+        async with asyncio.timeout(60):
+            while True:
+                pid = broker_pid(tmp_path, "broker-1")
+                if pid not in (None, first_pid) and await healthy(second):
+                    break
+                await asyncio.sleep(0.1)
+        assert (tmp_path / "logs" / "broker-1.log").stat().st_size > 0
+        assert await running.stop() == 0
+    assert broker_pid(tmp_path, "broker-1") is None
+
+
+def test_a_port_in_use_is_one_clear_error(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = subprocess.run(
+            [
+                *(sys.executable, "-m", "scalable_topics.cli", "standalone"),
+                *("--data-dir", str(tmp_path), "--port", str(port)),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert result.returncode == 1
+    assert result.stderr.count("\n") == 1
+    assert result.stderr.startswith(f"stctl standalone: cannot listen on 127.0.0.1:{port}")
+    assert "in use" in result.stderr
+
+
+# -- stctl against a standalone system ----------------------------------------------------------
+
+
+async def stctl(url: str, *args: str) -> tuple[int, str, str]:
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "scalable_topics.cli",
+        *args,
+        env={**os.environ, "STCTL_URL": url},
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    async with asyncio.timeout(120):
+        out, err = await process.communicate()
+    assert process.returncode is not None
+    return process.returncode, out.decode(), err.decode()
+
+
+async def test_stctl_topic_and_subscription_commands(tmp_path: Path) -> None:
+    async with standalone(tmp_path, free_ports(1)) as running:
+        url = running.url
+        code, out, err = await stctl(
+            url,
+            "topics",
+            "create",
+            "orders",
+            "--segments",
+            "2",
+            "--subscription",
+            "billing:Stream",
+            "--subscription",
+            "audit",
+            "--property",
+            "tier=gold",
+        )
+        assert (code, err) == (0, "")
+        assert out == (
+            "topic default/orders created: 2 segments, subscriptions billing:Stream, audit:Queue\n"
+        )
+        code, _, err = await stctl(url, "topics", "create", "orders")
+        assert code == 1
+        assert err == "stctl topics create: topic default/orders already exists\n"
+        code, _, err = await stctl(url, "topics", "create", "other", "--segments", "0")
+        assert code == 1 and "spec.initialSegments" in err and err.count("\n") == 1
+        code, _, err = await stctl(url, "topics", "create", "x", "--subscription", ":Queue")
+        assert code == 2 and "NAME:TYPE" in err
+
+        async with Admin(url) as admin:
+            await topic_layout_epoch(admin, "orders")
+
+        code, out, _ = await stctl(url, "topics", "list")
+        assert code == 0
+        header, row = out.splitlines()
+        assert header.split() == [
+            "NAMESPACE",
+            "NAME",
+            "PHASE",
+            "EPOCH",
+            "ACTIVE",
+            "SEALED",
+            "SUBSCRIPTIONS",
+            "CONTROLLER",
+        ]
+        assert row.split()[:7] == ["default", "orders", "Ready", "0", "2", "0", "billing,audit"]
+        code, out, _ = await stctl(url, "topics", "list", "-o", "json")
+        assert [t["name"] for t in json.loads(out)] == ["orders"]
+        code, out, _ = await stctl(url, "topics", "list", "-n", "empty")
+        assert (code, out) == (0, "no topics in namespace empty\n")
+
+        code, out, _ = await stctl(url, "topics", "describe", "orders")
+        assert code == 0
+        assert "Topic:           default/orders" in out
+        assert "Epoch:           0" in out
+        assert "Properties:      tier=gold" in out
+        segment_rows = [line.split() for line in out.splitlines() if line.startswith("  0 ")]
+        assert segment_rows == [["0", "0000-7fff", "Active", "-", "-", url]]
+        code, out, _ = await stctl(url, "topics", "describe", "orders", "-o", "json")
+        described = json.loads(out)
+        assert [s["range"] for s in described["segments"]] == ["0000-7fff", "8000-ffff"]
+
+        code, out, err = await stctl(
+            url, "subscriptions", "create", "orders", "late", "--type", "Checkpoint"
+        )
+        assert (code, err) == (0, "")
+        code, _, err = await stctl(url, "subscriptions", "create", "orders", "late")
+        assert (code, err) == (
+            1,
+            "stctl subscriptions create: topic default/orders already has a subscription 'late'\n",
+        )
+        code, out, _ = await stctl(url, "subscriptions", "list", "orders", "-o", "json")
+        assert [(s["name"], s["type"]) for s in json.loads(out)] == [
+            ("audit", "Queue"),
+            ("billing", "Stream"),
+            ("late", "Checkpoint"),
+        ]
+        code, out, _ = await stctl(url, "subscriptions", "list", "orders")
+        assert out.splitlines()[0].split() == ["NAME", "TYPE", "DECLARED", "STATE", "CONSUMERS"]
+        assert [line.split()[0] for line in out.splitlines()[1:]] == ["audit", "billing", "late"]
+        code, out, _ = await stctl(url, "subscriptions", "delete", "orders", "late", "-o", "json")
+        assert (code, json.loads(out)) == (0, {"name": "late", "deleted": True})
+        code, _, err = await stctl(url, "subscriptions", "delete", "orders", "late")
+        assert (code, err) == (
+            1,
+            "stctl subscriptions delete: topic default/orders has no subscription 'late'\n",
+        )
+        code, _, err = await stctl(url, "subscriptions", "delete", "orders")
+        assert code == 2 and "SUBSCRIPTION" in err
+
+        code, out, _ = await stctl(url, "topics", "delete", "orders")
+        assert (code, out) == (0, "topic default/orders is being deleted\n")
+        async with asyncio.timeout(30):
+            while (await stctl(url, "topics", "describe", "orders"))[0] != 1:
+                await asyncio.sleep(0.1)
+        code, _, err = await stctl(url, "topics", "describe", "orders")
+        assert (code, err) == (1, "stctl topics describe: topic default/orders not found\n")
+        code, _, err = await stctl(url, "topics", "delete", "orders", "-o", "json")
+        assert (code, err) == (1, "stctl topics delete: topic default/orders not found\n")
+        code, _, err = await stctl(url, "topics", "describe", "orders", "-o", "yaml")
+        assert code == 2 and "invalid choice" in err
+        assert await running.stop() == 0
+
+    code, _, err = await stctl(url, "topics", "list")
+    assert code == 1
+    assert err.startswith("stctl topics list: no broker answered")
+    assert "stctl standalone" in err and err.count("\n") == 1
