@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import socket
+from collections.abc import Awaitable
 from types import TracebackType
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 import aiohttp
 
@@ -32,6 +33,9 @@ from .topic_watcher import TopicWatcher
 
 class _Closable(Protocol):
     async def close(self) -> None: ...
+
+
+_Opened = TypeVar("_Opened", bound=_Closable)
 
 
 def parse_service_urls(service_url: str) -> tuple[str, ...]:
@@ -110,6 +114,16 @@ class Client:
         await watcher.start(self.operation_timeout)
         return watcher
 
+    async def _started(self, opened: _Opened, start: Awaitable[None]) -> _Opened:
+        """Track what was opened and start it; closed again when starting fails."""
+        self.track(opened)
+        try:
+            await start
+        except BaseException:
+            await opened.close()
+            raise
+        return opened
+
     def track(self, closable: _Closable) -> None:
         """Close ``closable`` with the client."""
         self._closables.add(closable)
@@ -172,13 +186,7 @@ class Client:
             send_timeout=send_timeout,
             max_pending_messages=max_pending_messages,
         )
-        self.track(producer)
-        try:
-            await producer._start()
-        except BaseException:
-            await producer.close()
-            raise
-        return producer
+        return await self._started(producer, producer._start())
 
     # -- consumers ------------------------------------------------------------------------------
 
@@ -220,13 +228,7 @@ class Client:
             nack_redelivery_delay=nack_redelivery_delay,
             max_redeliveries=max_redeliveries,
         )
-        self.track(consumer)
-        try:
-            await consumer._start(dead_letter_topic)
-        except BaseException:
-            await consumer.close()
-            raise
-        return consumer
+        return await self._started(consumer, consumer._start(dead_letter_topic))
 
     async def subscribe_stream(
         self,
@@ -244,13 +246,7 @@ class Client:
         consumer = StreamConsumer(
             self, watcher, subscription, consumer_name, receive_queue_size=receive_queue_size
         )
-        self.track(consumer)
-        try:
-            await consumer._start()
-        except BaseException:
-            await consumer.close()
-            raise
-        return consumer
+        return await self._started(consumer, consumer._start())
 
     async def subscribe_checkpoint(
         self,
@@ -267,10 +263,4 @@ class Client:
         consumer = CheckpointConsumer(
             self, watcher, subscription, consumer_name, receive_queue_size=receive_queue_size
         )
-        self.track(consumer)
-        try:
-            await consumer._start()
-        except BaseException:
-            await consumer.close()
-            raise
-        return consumer
+        return await self._started(consumer, consumer._start())

@@ -58,23 +58,19 @@ class SentBatch:
 
 def take_batch(
     queue: deque[OutgoingMessage], max_messages: int, max_bytes: int
-) -> list[OutgoingMessage]:
-    """The next batch off the front of ``queue``: at most ``max_messages`` and ``max_bytes``,
-    but always at least one message (a message alone always fits in its frame). Messages
-    the application gave up on are dropped on the way."""
+) -> tuple[list[OutgoingMessage], int]:
+    """The next batch off the front of ``queue`` and the bytes that left the queue: at most
+    ``max_messages`` and ``max_bytes``, but always at least one message (a message alone
+    always fits in its frame). Messages the application gave up on are dropped on the way."""
     batch: list[OutgoingMessage] = []
-    size = 0
+    size = dropped = 0
     while queue and len(batch) < max_messages:
         outgoing = queue[0]
         if outgoing.abandoned:
-            queue.popleft()
+            dropped += queue.popleft().size
             continue
         if batch and size + outgoing.size > max_bytes:
             break
         batch.append(queue.popleft())
         size += outgoing.size
-    return batch
-
-
-def queued_bytes(queue: deque[OutgoingMessage]) -> int:
-    return sum(outgoing.size for outgoing in queue)
+    return batch, size + dropped

@@ -186,6 +186,7 @@ class SegmentWriter:
         self._in_flight.clear()
         self._not_stored.clear()
         self._queue.clear()
+        self._queued_bytes = 0
 
     # -- the writing task -----------------------------------------------------------------------
 
@@ -235,8 +236,8 @@ class SegmentWriter:
         assert connection is not None
         batching = self.owner.batching
         max_bytes = min(batching.max_bytes, connection.max_frame_bytes // 2)
-        messages = take_batch(self._queue, batching.max_messages, max_bytes)
-        self._queued_bytes = sum(outgoing.size for outgoing in self._queue)
+        messages, taken_bytes = take_batch(self._queue, batching.max_messages, max_bytes)
+        self._queued_bytes -= taken_bytes
         if not self._queue:
             self._flushing = False
         else:

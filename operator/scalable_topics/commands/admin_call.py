@@ -11,7 +11,8 @@ import argparse
 import asyncio
 import contextlib
 import os
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any
 
 from ..client.admin import Admin
 from ..client.errors import ClientError
@@ -70,11 +71,17 @@ def run_admin(args: argparse.Namespace, command: str, work: AdminWork) -> int:
         async with Admin(args.url, args.auth_token) as admin:
             return await work(admin)
 
+    return run_command(command, run)
+
+
+def run_command(command: str, run: Callable[[], Coroutine[Any, Any, int]]) -> int:
+    """Run a command's coroutine: a client error is one line on stderr and exit 1, a
+    malformed URL, topic name or input exit 2, Ctrl-C exit 130."""
     try:
         with contextlib.suppress(KeyboardInterrupt):
             return asyncio.run(run())
         return 130
     except ClientError as error:
         return fail(command, error.message)
-    except ValueError as error:  # a malformed URL or topic name
+    except ValueError as error:
         return fail(command, str(error), exit_code=2)
