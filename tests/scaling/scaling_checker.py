@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import itertools
 import random
 import sys
 import tempfile
@@ -78,10 +79,14 @@ class Ledger:
     )
     seen: dict[str, set[tuple[str, int]]] = field(default_factory=lambda: defaultdict(set))
     acknowledged: dict[str, set[tuple[str, int]]] = field(default_factory=lambda: defaultdict(set))
+    # subscription -> key -> (sequence, message id) as first received: to explain a violation
+    first_where: dict[str, dict[str, list[tuple[int, object]]]] = field(
+        default_factory=lambda: defaultdict(lambda: defaultdict(list))
+    )
     duplicates: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     deliveries: dict[str, int] = field(default_factory=lambda: defaultdict(int))
 
-    def received(self, subscription: str, key: str, sequence: int) -> None:
+    def received(self, subscription: str, key: str, sequence: int, where: object = None) -> None:
         item = (key, sequence)
         self.deliveries[subscription] += 1
         if item in self.acknowledged[subscription]:
@@ -89,9 +94,18 @@ class Ledger:
         if item not in self.seen[subscription]:
             self.seen[subscription].add(item)
             self.first_seen[subscription][key].append(sequence)
+            self.first_where[subscription][key].append((sequence, where))
 
     def lost(self, subscription: str) -> int:
         return len(self.acked - self.seen[subscription])
+
+    def first_reordering(self, subscription: str) -> str | None:
+        """The first key received out of order, with the ids around the step back."""
+        for key, seen in self.first_where[subscription].items():
+            for (sequence, where), (following, where_next) in itertools.pairwise(seen):
+                if following < sequence:
+                    return f"{key}: {sequence} at {where}, then {following} at {where_next}"
+        return None
 
     def reordered(self, subscription: str) -> int:
         return sum(
@@ -225,7 +239,7 @@ async def consume_stream(client: Client, name: str, ledger: Ledger, stop: asynci
             except ClientError:
                 continue
             key, sequence = message.payload.decode().split(":")
-            ledger.received(STREAM, key, int(sequence))
+            ledger.received(STREAM, key, int(sequence), tuple(message.message_id))
             try:
                 acknowledged = await consumer.acknowledge_cumulative(message, durable=True)
             except ClientError:
@@ -245,7 +259,7 @@ async def consume_keyed(client: Client, name: str, ledger: Ledger, stop: asyncio
             except ClientError:
                 continue
             key, sequence = message.payload.decode().split(":")
-            ledger.received(KEYED, key, int(sequence))
+            ledger.received(KEYED, key, int(sequence), tuple(message.message_id))
             try:
                 await consumer.acknowledge(message)
             except ClientError:
@@ -354,6 +368,10 @@ async def run_checker(root: Path, config: CheckerConfig) -> Report:
                 await asyncio.gather(*producers, *consumers, return_exceptions=True)
                 for client in clients:
                     await client.close()
+    for subscription in (STREAM, KEYED):
+        reordering = ledger.first_reordering(subscription)
+        if reordering is not None:
+            print(f"{subscription}: first reordering: {reordering}", file=sys.stderr)
     figures = {
         subscription: {
             "deliveries": ledger.deliveries[subscription],

@@ -249,9 +249,10 @@ class Producer:
         except ClientError as error:
             self._fail(error)
             return
+        # From here to the prepends nothing may yield: a successor created meanwhile would not
+        # be held (the sealed writer is no longer listed) and could write newer messages first.
         unstored = sealed.unstored()
         del self._writers[sealed.segment_id]
-        await sealed.close()
         by_successor: dict[int, list[OutgoingMessage]] = {}
         for outgoing in unstored:
             key = outgoing.message.key
@@ -276,6 +277,7 @@ class Producer:
                 _overlap(writer.hash_range, s.hash_range) for s in sealed_writers
             ):
                 writer.release()
+        await sealed.close()
 
     # -- what writers ask of the producer -------------------------------------------------------
 
