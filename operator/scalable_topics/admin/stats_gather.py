@@ -12,22 +12,41 @@ import asyncio
 
 from ..model.layout import SegmentLayout
 from ..model.resources import TOPIC_LABEL, ScalableTopic, Segment, segment_object_name
-from ..model.segment import SegmentInfo
+from ..model.segment import SegmentInfo, SegmentState
+from ..protocol import ErrorCode
 from ..store import Store
 from .broker_admin import BrokerAdmin, BrokerAdminError, BrokerUnreachable
 from .stats import SegmentReport, TopicStats, Unavailable, aggregate
 
 _PARALLELISM = 16
+_ATTEMPTS = 3
 
 
 async def gather_topic_stats(
     store: Store, admin: BrokerAdmin, namespace: str, name: str, parallelism: int = _PARALLELISM
 ) -> TopicStats:
-    """The topic's stats; raises the store's NotFound when there is no such topic."""
+    """The topic's stats; raises the store's NotFound when there is no such topic.
+
+    Garbage collection may prune a drained sealed segment between reading the layout and
+    asking its broker; the stats are then gathered again from the new layout, so a pruned
+    segment is not reported as unavailable."""
+    for _ in range(_ATTEMPTS - 1):
+        stats, pruned_meanwhile = await _gather_once(store, admin, namespace, name, parallelism)
+        if not pruned_meanwhile:
+            return stats
+    stats, _ = await _gather_once(store, admin, namespace, name, parallelism)
+    return stats
+
+
+async def _gather_once(
+    store: Store, admin: BrokerAdmin, namespace: str, name: str, parallelism: int
+) -> tuple[TopicStats, bool]:
+    """The stats, and whether a sealed segment's broker said it no longer has it."""
     topic = ScalableTopic.model_validate(await store.get(ScalableTopic.KIND, namespace, name))
     layout = SegmentLayout.from_status(topic.status.to_wire()) if topic.status.segments else None
     if layout is None:
-        return aggregate(topic, None, {}, {})
+        return aggregate(topic, None, {}, {}), False
+    pruned: list[int] = []
     listing = await store.list(
         Segment.KIND, namespace=namespace, label_selector=f"{TOPIC_LABEL}={name}"
     )
@@ -48,6 +67,8 @@ async def gather_topic_stats(
             except BrokerUnreachable as error:
                 return info.segment_id, Unavailable(f"broker unreachable: {error}")
             except BrokerAdminError as error:
+                if error.code == ErrorCode.SEGMENT_NOT_FOUND and info.state is SegmentState.SEALED:
+                    pruned.append(info.segment_id)
                 return info.segment_id, Unavailable(f"broker refused: {error}")
         try:
             return info.segment_id, SegmentReport.from_broker(stats)
@@ -55,4 +76,4 @@ async def gather_topic_stats(
             return info.segment_id, Unavailable(f"unreadable answer: {error}")
 
     reports = dict(await asyncio.gather(*(one(info) for info in layout.segments.values())))
-    return aggregate(topic, layout, brokers, reports)
+    return aggregate(topic, layout, brokers, reports), bool(pruned)
