@@ -171,20 +171,25 @@ async def test_retried_batch_is_not_written_twice(broker: BrokerProcess) -> None
         await client.close()
 
 
-async def test_terminated_segment_refuses_producers_and_tells_consumers_it_ended(
+async def test_terminated_segment_refuses_writes_and_tells_consumers_it_ended(
     broker: BrokerProcess,
 ) -> None:
     await make_segment(broker, subscriptions=["sub"])
     client = await WireClient.connect(broker.ws_url)
     try:
-        await client.open_producer(1, TOPIC, 0)
-        await client.send(1, 0, BatchMessage(b"last words"))
+        await client.open_producer(1, TOPIC, 0, name="p")
+        stored = await client.send(1, 0, BatchMessage(b"last words"))
         status, body = await broker.admin("POST", "/default/orders/0000-ffff-0/terminate")
         assert (status, body) == (200, {"lastEntryId": 0})
         closed = await client.next_event(ProducerClosed)
         assert closed.code is ErrorCode.SEGMENT_TERMINATED
+        # A producer that lost the answers may reopen to learn what was stored, and only that.
+        reopened = await client.open_producer(2, TOPIC, 0, name="p")
+        assert reopened.last_sequence_id == 0
+        again = await client.send(2, 0, BatchMessage(b"last words"))
+        assert (again.message_id, again.duplicate) == (stored.message_id, True)
         with pytest.raises(RequestFailed) as refused:
-            await client.open_producer(2, TOPIC, 0)
+            await client.send(2, 1, BatchMessage(b"too late"))
         assert refused.value.code is ErrorCode.SEGMENT_TERMINATED
         await client.subscribe(1, TOPIC, 0, "sub", SegmentSubscriptionType.EXCLUSIVE)
         message = await client.receive(1)

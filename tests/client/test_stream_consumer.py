@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 import pytest
 from client_cluster import ClientCluster, by_key, parse, produce
@@ -24,6 +25,19 @@ async def consume(
             message = await consumer.receive(wait_seconds=quiet)
         except Timeout:
             return
+        received.append(parse(message.payload))
+        await consumer.acknowledge_cumulative(message)
+
+
+async def consume_until(
+    consumer: StreamConsumer, received: list[tuple[str, int]], done: Callable[[], bool]
+) -> None:
+    """Receive and acknowledge until ``done()``."""
+    while not done():
+        try:
+            message = await consumer.receive(wait_seconds=0.2)
+        except Timeout:
+            continue
         received.append(parse(message.payload))
         await consumer.acknowledge_cumulative(message)
 
@@ -64,7 +78,15 @@ async def test_consumers_share_segments_and_one_leaving_hands_them_over(
         sent = await produce(client, "orders", KEYS, range(0, 10))
         from_a: list[tuple[str, int]] = []
         from_b: list[tuple[str, int]] = []
-        await asyncio.gather(consume(a, from_a), consume(b, from_b))
+
+        # Until everything came: b may wait for a to let go of its segments first.
+        def everything_came() -> bool:
+            return len(from_a) + len(from_b) >= len(sent)
+
+        async with asyncio.timeout(30):
+            await asyncio.gather(
+                consume_until(a, from_a, everything_came), consume_until(b, from_b, everything_came)
+            )
         assert from_a and from_b
         await a.close()
 

@@ -114,9 +114,9 @@ async def test_round_robin_persisted_then_pushed_only_to_consumers_whose_segment
     assert await persisted(store) == {"amy": ([0, 2], 0, 3), "bob": ([1, 3], 0, 3)}
 
     await coordinator.register("orders", "cat", cat)
-    # amy (0, 3), bob (1,), cat (2,): everyone's share changed, so everyone hears of it.
-    assert (amy.segments, bob.segments, cat.segments) == ([0, 3], [1], [2])
-    assert [len(c.grants) for c in (amy, bob, cat)] == [3, 2, 1]
+    # Sticky: bob gives 3 up to cat and keeps 1; amy keeps both of hers and hears nothing.
+    assert (amy.segments, bob.segments, cat.segments) == ([0, 2], [1], [3])
+    assert [len(c.grants) for c in (amy, bob, cat)] == [2, 2, 1]
 
     await coordinator.unregister("orders", "cat", cat)  # an explicit leave: rebalanced at once
     assert (amy.segments, bob.segments) == ([0, 2], [1, 3])
@@ -225,7 +225,8 @@ async def test_layout_changes_reach_consumers_with_the_new_epoch_and_undrained_p
     )
     while 1 in bob.segments:
         await asyncio.sleep(0.01)
-    assert (amy.segments, bob.segments) == ([0, 5, 3], [4, 2])
+    # Sticky: the drained parent leaves bob, and nothing else moves.
+    assert (amy.segments, bob.segments) == ([0, 4, 2], [5, 3])
 
 
 async def test_requests_that_cannot_be_served_are_refused_with_their_reason(

@@ -103,20 +103,18 @@ async def test_assignments_follow_joins_reconnections_expiry_and_layout_changes(
     assert segment_ids(await amy.next_assignment()) == [0, 2]  # balanced round-robin
     assert await registered(store) == {"amy": [0, 2], "bob": [1, 3]}
 
-    # A third consumer joins: everyone whose share changed is told.
+    # A third consumer joins: bob gives it one segment; amy keeps hers and is not told.
     cat = await StreamConsumer.join(broker_url, TOPIC, "s", "cat")
-    assert segment_ids(await cat.next_assignment()) == [2]
-    assert segment_ids(await amy.next_assignment()) == [0, 3]
+    assert segment_ids(await cat.next_assignment()) == [3]
     assert segment_ids(await bob.next_assignment()) == [1]
 
     # cat's connection drops; it comes back through a new connection within the grace period.
     await cat.disconnect()
     cat = await StreamConsumer.join(broker_url, TOPIC, "s", "cat")
-    assert segment_ids(await cat.next_assignment()) == [2]
-    # Then it leaves for good: the next push amy and bob get is the rebalance after the leave,
-    # so nothing was pushed to them for the reconnection.
+    assert segment_ids(await cat.next_assignment()) == [3]
+    # Then it leaves for good: the next push bob gets is the rebalance after the leave, so
+    # nothing was pushed to it for the reconnection.
     await cat.leave()
-    assert segment_ids(await amy.next_assignment()) == [0, 2]
     assert segment_ids(await bob.next_assignment()) == [1, 3]
     assert await registered(store) == {"amy": [0, 2], "bob": [1, 3]}
     await cat.disconnect()
@@ -150,9 +148,10 @@ async def test_assignments_follow_joins_reconnections_expiry_and_layout_changes(
     await store.patch_status(
         Segment.KIND, "default", parent, {"status": {"drained": {"s": "2026-01-01T00:00:00Z"}}}
     )
-    drained = await amy.assignment_where([0, 5, 3])
+    # Sticky: only the drained parent leaves (bob's); amy keeps hers and is not told.
+    drained = await bob.assignment_where([5, 3])
     assert drained.layout_epoch >= split.epoch
-    assert segment_ids(await bob.assignment_where([4, 2])) == [4, 2]
+    assert await registered(store) == {"amy": [0, 4, 2], "bob": [5, 3]}
     await amy.disconnect()
     await bob.disconnect()
 

@@ -56,3 +56,49 @@ def test_every_segment_to_read_goes_to_exactly_one_consumer(
     else:
         assert dealt == []
     assert assign(layout, list(reversed(names)), drained, term=7) == assignment  # order-independent
+
+
+def test_a_drained_segment_moves_nothing_else() -> None:
+    layout = SegmentLayout.initial(2, T0).split(0, T0).split(1, T0)  # 0, 1 sealed -> 2..5
+    before = assign(layout, ["a", "b"], drained=[], term=1)
+    after = assign(layout, ["a", "b"], [0], 1, before.segments_by_consumer)
+    for name in ("a", "b"):
+        assert set(after.of(name)) <= set(before.of(name)) | {0}
+    # The plain deal would have shifted every segment after 0 to the other consumer.
+    plain = assign(layout, ["a", "b"], [0], 1)
+    assert sum(set(plain.of(n)) != set(before.of(n)) - {0} for n in ("a", "b")) == 2
+
+
+def test_a_new_consumer_takes_only_its_share() -> None:
+    layout = SegmentLayout.initial(6, T0)
+    before = assign(layout, ["a", "b"], [], 1)
+    after = assign(layout, ["a", "b", "c"], [], 1, before.segments_by_consumer)
+    assert len(after.of("c")) == 2
+    moved = sum(len(set(before.of(n)) - set(after.of(n))) for n in ("a", "b"))
+    assert moved == 2
+
+
+@given(st.integers(1, 30), st.lists(st.sampled_from("abcdef"), max_size=6), st.data())
+def test_every_consumer_keeps_what_its_share_allows(
+    count: int, names: list[str], data: st.DataObject
+) -> None:
+    layout = SegmentLayout.initial(count, T0)
+    readable = segments_to_read(layout, [])
+    previous: dict[str, list[int]] = {}
+    for segment_id in readable:  # any earlier deal, even a lopsided or partial one
+        owner = data.draw(st.sampled_from([*"abcdefgh", None]))
+        if owner is not None:
+            previous.setdefault(owner, []).append(segment_id)
+    assignment = assign(layout, names, [], 3, previous)
+    dealt = [s for ids in assignment.segments_by_consumer.values() for s in ids]
+    if not names:
+        assert dealt == []
+        return
+    assert sorted(dealt) == sorted(readable)
+    sizes = sorted(len(ids) for ids in assignment.segments_by_consumer.values())
+    assert sizes[-1] - sizes[0] <= 1
+    # Nobody gives up a segment unless it held more than the larger share.
+    larger = -(-len(readable) // len(set(names)))
+    for name in set(names):
+        kept = set(previous.get(name, ())) & set(assignment.of(name))
+        assert len(kept) == min(len(previous.get(name, ())), len(assignment.of(name)), larger)

@@ -23,12 +23,14 @@ import argparse
 import asyncio
 import contextlib
 import itertools
+import json
+import logging
 import random
 import sys
 import tempfile
 import time
 from collections import defaultdict
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,9 +46,14 @@ from controller_process import ControllerProcess  # noqa: E402
 from scalable_topics.client import Client  # noqa: E402
 from scalable_topics.client.admin import Admin  # noqa: E402
 from scalable_topics.client.errors import ClientError  # noqa: E402
+from scalable_topics.protocol import MessageId  # noqa: E402
 
 TOPIC = "default/checked"
 STREAM, KEYED = "ordered", "keyed"
+log = logging.getLogger("scaling_checker")
+# Consumers acknowledge without waiting and make it durable in groups, as applications do.
+FLUSH_SECONDS = 0.1
+FLUSH_MESSAGES = 200
 CUMULATIVE = frozenset({STREAM})  # subscriptions whose duplicates count as violations
 TIMEOUT = 120.0  # bounds a stuck run only
 
@@ -85,12 +92,18 @@ class Ledger:
     )
     duplicates: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     deliveries: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    duplicate_examples: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
 
     def received(self, subscription: str, key: str, sequence: int, where: object = None) -> None:
         item = (key, sequence)
         self.deliveries[subscription] += 1
         if item in self.acknowledged[subscription]:
             self.duplicates[subscription] += 1
+            if len(self.duplicate_examples[subscription]) < 5:
+                first = dict(self.first_where[subscription][key]).get(sequence)
+                self.duplicate_examples[subscription].append(
+                    f"{key}:{sequence} first at {first}, again at {where}"
+                )
         if item not in self.seen[subscription]:
             self.seen[subscription].add(item)
             self.first_seen[subscription][key].append(sequence)
@@ -215,7 +228,8 @@ async def produce(
         try:
             await future
             ledger.acked.add((key, number))
-        except ClientError:
+        except ClientError as error:
+            log.debug("%s: sending %s:%d failed: %s", name, key, number, error)
             ledger.send_failures += 1
 
     while not stop.is_set():
@@ -230,41 +244,84 @@ async def produce(
     await producer.close()
 
 
+class DurableAcks:
+    """Messages acknowledged but not yet known durable; a flush every ``FLUSH_SECONDS`` (or
+    ``FLUSH_MESSAGES``) makes them durable, and only then do they count as acknowledged."""
+
+    def __init__(self) -> None:
+        self.pending: list[tuple[MessageId, tuple[str, int]]] = []
+        self.flushed_at = time.monotonic()
+
+    def due(self) -> bool:
+        return bool(self.pending) and (
+            len(self.pending) >= FLUSH_MESSAGES
+            or time.monotonic() - self.flushed_at >= FLUSH_SECONDS
+        )
+
+    def settle(self, durable: Callable[[MessageId], bool]) -> list[tuple[str, int]]:
+        """The items now durable; the rest are dropped (they were not acknowledged)."""
+        settled = [item for message_id, item in self.pending if durable(message_id)]
+        self.pending.clear()
+        self.flushed_at = time.monotonic()
+        return settled
+
+
 async def consume_stream(client: Client, name: str, ledger: Ledger, stop: asyncio.Event) -> None:
     consumer = await client.subscribe_stream(TOPIC, STREAM, name)
+    acks = DurableAcks()
+
+    async def flush() -> None:
+        vector = await consumer.flush_acknowledgements()
+
+        def durable(message_id: MessageId) -> bool:
+            floor = vector.get(message_id.segment_id)
+            return floor is not None and message_id <= floor
+
+        ledger.acknowledged[STREAM].update(acks.settle(durable))
+
     try:
         while not stop.is_set():
+            if acks.due():
+                await flush()
             try:
-                message = await consumer.receive(wait_seconds=0.2)
+                message = await consumer.receive(wait_seconds=FLUSH_SECONDS)
             except ClientError:
                 continue
             key, sequence = message.payload.decode().split(":")
             ledger.received(STREAM, key, int(sequence), tuple(message.message_id))
-            try:
-                acknowledged = await consumer.acknowledge_cumulative(message, durable=True)
-            except ClientError:
-                continue  # the session dropped: not acknowledged, delivered again
-            if acknowledged:
-                ledger.acknowledged[STREAM].add((key, int(sequence)))
+            if await consumer.acknowledge_cumulative(message):
+                acks.pending.append((message.message_id, (key, int(sequence))))
+        await flush()
     finally:
         await consumer.close()
 
 
 async def consume_keyed(client: Client, name: str, ledger: Ledger, stop: asyncio.Event) -> None:
     consumer = await client.subscribe_queue(TOPIC, KEYED, consumer_name=name, key_ordered=True)
+    acks = DurableAcks()
+
+    async def flush() -> None:
+        try:
+            await consumer.flush_acknowledgements()
+        except ClientError as error:
+            log.debug("%s: flushing acknowledgements failed: %s", name, error)
+            acks.settle(lambda _: False)
+            return
+        ledger.acknowledged[KEYED].update(acks.settle(lambda _: True))
+
     try:
         while not stop.is_set():
+            if acks.due():
+                await flush()
             try:
-                message = await consumer.receive(wait_seconds=0.2)
+                message = await consumer.receive(wait_seconds=FLUSH_SECONDS)
             except ClientError:
                 continue
             key, sequence = message.payload.decode().split(":")
             ledger.received(KEYED, key, int(sequence), tuple(message.message_id))
-            try:
-                await consumer.acknowledge(message)
-            except ClientError:
-                continue
-            ledger.acknowledged[KEYED].add((key, int(sequence)))
+            await consumer.acknowledge(message)
+            acks.pending.append((message.message_id, (key, int(sequence))))
+        await flush()
     finally:
         await consumer.close()
 
@@ -362,6 +419,8 @@ async def run_checker(root: Path, config: CheckerConfig) -> Report:
                 producing.set()
                 await asyncio.gather(*producers)
                 await _caught_up(ledger, consumers)
+                if any(ledger.lost(s) for s in (STREAM, KEYED)):
+                    await _print_backlog(system)
             finally:
                 producing.set()
                 consuming.set()
@@ -372,6 +431,8 @@ async def run_checker(root: Path, config: CheckerConfig) -> Report:
         reordering = ledger.first_reordering(subscription)
         if reordering is not None:
             print(f"{subscription}: first reordering: {reordering}", file=sys.stderr)
+        for example in ledger.duplicate_examples[subscription]:
+            print(f"{subscription}: duplicated: {example}", file=sys.stderr)
     figures = {
         subscription: {
             "deliveries": ledger.deliveries[subscription],
@@ -391,6 +452,22 @@ async def run_checker(root: Path, config: CheckerConfig) -> Report:
     )
 
 
+async def _print_backlog(system: System) -> None:
+    """Where the lost messages sit: the segments with a backlog, and who reads them."""
+    async with Admin(system.url) as admin:
+        stats = await admin.stats(TOPIC)
+        description = await admin.describe_topic(TOPIC)
+    print(f"segments: {json.dumps(stats.get('segments'))}", file=sys.stderr)
+    print(f"subscriptions: {json.dumps(description['subscriptions'])}", file=sys.stderr)
+    brokers = {broker.ws_url: broker for broker in system.brokers}
+    for segment in stats.get("segments") or []:
+        broker = brokers.get(segment.get("broker"))
+        if broker is None or not segment.get("backlog"):
+            continue
+        _, state = await broker.admin("GET", f"/{TOPIC}/{segment['descriptor']}/stats")
+        print(f"segment {segment['id']} dispatch: {json.dumps(state)}", file=sys.stderr)
+
+
 async def _caught_up(ledger: Ledger, consumers: list[asyncio.Task[None]]) -> None:
     """Wait until every subscription saw every acknowledged message (or a consumer died),
     then a little longer, so that duplicates have a chance to show."""
@@ -408,10 +485,25 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--long", action="store_true", help="minutes: more operations and kills")
     parser.add_argument("--seed", type=int, default=CheckerConfig.seed)
+    parser.add_argument(
+        "--keep",
+        type=Path,
+        metavar="DIR",
+        help="run in DIR and keep it: the processes' logs, and the client's in checker.log",
+    )
     args = parser.parse_args(argv)
     config = CheckerConfig.long(args.seed) if args.long else CheckerConfig(seed=args.seed)
-    with tempfile.TemporaryDirectory(prefix="scaling-checker-") as root:
-        report = asyncio.run(run_checker(Path(root), config))
+    if args.keep is not None:
+        args.keep.mkdir(parents=True, exist_ok=True)
+        logging.basicConfig(
+            filename=args.keep / "checker.log",
+            level=logging.DEBUG,
+            format="%(asctime)s %(name)s %(levelname)s %(message)s",
+        )
+        report = asyncio.run(run_checker(args.keep, config))
+    else:
+        with tempfile.TemporaryDirectory(prefix="scaling-checker-") as root:
+            report = asyncio.run(run_checker(Path(root), config))
     print(report.render())
     return 0 if report.clean else 1
 

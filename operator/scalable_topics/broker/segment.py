@@ -114,6 +114,8 @@ class HostedSegment:
         self._gate = gate
         self._access = ProducerAccess(meta.producer_epoch, meta.reserved_for)
         self._producer_links: dict[Hashable, ProducerLink] = {}
+        # Producers admitted after the seal, by name: they only learn which batches are stored.
+        self._after_seal: dict[Hashable, str] = {}
         self._waiters: dict[Hashable, asyncio.Future[Grant]] = {}
         self._dedup = DedupTracker()
         self._in_flight: dict[tuple[str, int], asyncio.Future[int]] = {}
@@ -235,8 +237,18 @@ class HostedSegment:
         requested_epoch: int | None,
         link: ProducerLink,
     ) -> Grant:
-        """Admit a producer; a WaitForExclusive one waits here until it is granted."""
-        self._check_writable()
+        """Admit a producer; a WaitForExclusive one waits here until it is granted.
+
+        A sealed segment admits any producer, outside the access modes: it can store nothing
+        more, but it answers a resent batch it did store with that batch's receipt, so a
+        producer whose connection dropped before the answer can tell which of its batches
+        to hand to the children (and hands over none twice)."""
+        if self._deleted:
+            raise SegmentError(ErrorCode.SEGMENT_NOT_FOUND, f"segment {self.key} was deleted")
+        if self._log.sealed:
+            self._after_seal[handle] = name
+            self._producer_links[handle] = link
+            return Grant(handle, name, mode, self._access.epoch)
         before = self._access_state()
         try:
             result = self._access.open(handle, name, mode, requested_epoch)
@@ -259,6 +271,8 @@ class HostedSegment:
 
     async def close_producer(self, handle: Hashable) -> None:
         self._producer_links.pop(handle, None)
+        if self._after_seal.pop(handle, None) is not None:
+            return
         before = self._access_state()
         granted, refused = self._access.close(handle)
         await self._settle_waiters(granted, refused, before)
@@ -280,6 +294,8 @@ class HostedSegment:
         remembered) and whether it was a duplicate. Durable before it returns."""
         # Sealed first: termination also closes every grant, and a producer caught in between
         # must learn to go to the children, not that it was fenced.
+        if self._log.sealed and not self._deleted and handle in self._after_seal:
+            return await self._stored_before_seal(self._after_seal[handle], send)
         self._check_writable()
         try:
             grant = self._access.check_send(handle)
@@ -331,6 +347,21 @@ class HostedSegment:
         if self._entries_since_snapshot >= _DEDUP_SNAPSHOT_EVERY:
             await self._snapshot_dedup()
         return MessageId(self.key.segment_id, entry_id), False
+
+    async def _stored_before_seal(self, producer: str, send: Send) -> tuple[MessageId | None, bool]:
+        """A batch sent to the sealed segment: its receipt if it was stored, else the
+        refusal that sends it to the children."""
+        last = send.last_sequence_id
+        verdict = self._dedup.classify(producer, last)
+        if verdict is Verdict.IN_FLIGHT:
+            original = self._in_flight.get((producer, last))
+            if original is not None:  # appended as the seal came: stored or refused with it
+                return MessageId(self.key.segment_id, await asyncio.shield(original)), True
+            verdict = Verdict.DUPLICATE
+        if verdict is Verdict.DUPLICATE:
+            entry = self._dedup.original_entry(producer, last)
+            return (None if entry is None else MessageId(self.key.segment_id, entry)), True
+        raise self._terminated()
 
     # -- subscriptions --------------------------------------------------------------------------
 
@@ -508,10 +539,13 @@ class HostedSegment:
         if self._deleted:
             raise SegmentError(ErrorCode.SEGMENT_NOT_FOUND, f"segment {self.key} was deleted")
         if self._log.sealed:
-            raise SegmentError(
-                ErrorCode.SEGMENT_TERMINATED,
-                f"segment {self.key} is terminated at entry {self._log.last_entry_id}: produce to its children",
-            )
+            raise self._terminated()
+
+    def _terminated(self) -> SegmentError:
+        return SegmentError(
+            ErrorCode.SEGMENT_TERMINATED,
+            f"segment {self.key} is terminated at entry {self._log.last_entry_id}: produce to its children",
+        )
 
     def _translate(self, error: BaseException) -> BaseException:
         if isinstance(error, SegmentTerminated):
@@ -572,6 +606,7 @@ class HostedSegment:
             await subscription.close(code, message)
         links = list(self._producer_links.values())
         self._producer_links.clear()
+        self._after_seal.clear()
         for waiter in self._waiters.values():
             if not waiter.done():
                 waiter.set_exception(SegmentError(code, message))

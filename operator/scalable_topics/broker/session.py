@@ -100,7 +100,9 @@ class _Producer:
             return
         self.closed = True
         self.session.forget_producer(self.producer_id, self, code, message)
-        await self.session.send(ProducerClosed(self.producer_id, code, message))
+        # ProducerClosed comes after the answer to every Send already taken, so the producer
+        # knows exactly which of its batches were stored (and which go to the children).
+        self.session.send_after(self.last_receipt, ProducerClosed(self.producer_id, code, message))
 
 
 @dataclass(eq=False)
@@ -553,6 +555,18 @@ class Session:
     def forget_consumer(self, consumer_id: int, consumer: _Consumer) -> None:
         if self._consumers.get(consumer_id) is consumer:
             del self._consumers[consumer_id]
+
+    def send_after(self, answered: asyncio.Future[None] | None, command: Command) -> None:
+        """Send ``command`` once ``answered`` is done, without holding up the caller."""
+        if answered is None or answered.done():
+            self._spawn(self.send(command))
+            return
+
+        async def send_when_answered() -> None:
+            await answered
+            await self.send(command)
+
+        self._spawn(send_when_answered())
 
     def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
         task = asyncio.get_running_loop().create_task(work)

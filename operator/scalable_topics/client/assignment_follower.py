@@ -149,9 +149,12 @@ class AssignmentFollower:
                 ),
                 wait_seconds=self._operation_timeout,
             )
-        except BaseException:
+        except BaseException as error:
             connection.detach(Channel.REGISTRATION, registration.registration_id)
             self._registration = None
+            if isinstance(error, Timeout | asyncio.CancelledError):
+                # A registration the broker takes after all would keep the name busy.
+                connection.abandon(UnregisterConsumer(0, registration.registration_id))
             raise
         self._registered.set()
         return registration

@@ -16,7 +16,7 @@ import contextlib
 import dataclasses
 import itertools
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from enum import Enum
 from typing import Any, Protocol
 
@@ -105,6 +105,7 @@ class BrokerConnection:
         self._reader: asyncio.Task[None] | None = None
         self._lost: ClientError | None = None
         self._closed_listeners: list[Callable[[BrokerConnection], None]] = []
+        self._background: set[asyncio.Task[Any]] = set()
         self.broker_name = ""
         self.max_frame_bytes = DEFAULT_MAX_FRAME_BYTES
         self.max_message_bytes = 0
@@ -186,6 +187,21 @@ class BrokerConnection:
             raise error_for(reply.code, reply.message)
         return reply
 
+    def abandon(self, undo: Any, *, wait_seconds: float = 10.0) -> None:
+        """Undo, in the background, what a request given up on (timed out or cancelled) may
+        still do on the broker: ``undo`` is its close (ConsumerClose for a Subscribe...).
+        The broker handles one connection's requests in order, so the undo comes after the
+        request it undoes; its answer is ignored ("unknown id" means the request never took).
+        """
+        if self._lost is not None:
+            return  # everything opened on this connection is gone with it
+
+        async def undo_quietly() -> None:
+            with contextlib.suppress(ClientError):
+                await self.request(undo, wait_seconds=wait_seconds)
+
+        self._spawn(undo_quietly())
+
     async def send(self, command: Command) -> None:
         """Send without waiting for an answer (Send, Flow, Ack without receipt...)."""
         if self._lost is not None:
@@ -250,8 +266,16 @@ class BrokerConnection:
             handler.on_push(command)
 
     def _send_soon(self, command: Command) -> None:
-        task = asyncio.get_running_loop().create_task(self.send(command))
-        task.add_done_callback(lambda done: done.cancelled() or done.exception())
+        async def send_quietly() -> None:
+            with contextlib.suppress(ClientError):
+                await self.send(command)
+
+        self._spawn(send_quietly())
+
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(work)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
 
     def _connection_lost(self, error: ClientError) -> None:
         if self._lost is not None:

@@ -97,9 +97,11 @@ class ExclusiveGrant:
             else:
                 assert isinstance(reply, Success)  # waiting for the holder to let go
             epoch = await granted
-        except BaseException:
+        except BaseException as error:
             connection.detach(Channel.GRANT, grant_id)
             self._connection = None
+            if isinstance(error, Timeout | asyncio.CancelledError):
+                connection.abandon(ReleaseExclusive(0, grant_id))  # or it may be granted yet
             raise
         return epoch
 

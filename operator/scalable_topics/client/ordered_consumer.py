@@ -104,6 +104,13 @@ class OrderedTopicConsumer:
         if self._closed:
             return
         wanted = {segment.segment_id for segment in assignment.segments}
+        log.debug(
+            "%s: assigned %s (term %d, epoch %d)",
+            self.consumer_name,
+            sorted(wanted),
+            assignment.term,
+            assignment.layout_epoch,
+        )
         for segment_id in sorted(wanted - self._segments.keys()):
             self._open(segment_id, assignment.layout_epoch)
         for segment_id in sorted(self._segments.keys() - wanted):

@@ -282,16 +282,14 @@ class Producer:
     # -- what writers ask of the producer -------------------------------------------------------
 
     async def broker_url(self, segment_id: int) -> str:
-        layout = await self._watcher.wait_for(
-            lambda layout: (
-                not layout.is_active(segment_id)
-                or layout.segments[segment_id].broker_url is not None
-            )
-        )
-        url = layout.segments[segment_id].broker_url if layout.is_active(segment_id) else None
-        if url is None:
+        def placed_or_pruned(layout: TopicLayout) -> bool:
+            node = layout.segments.get(segment_id)
+            return node is None or node.broker_url is not None
+
+        node = (await self._watcher.wait_for(placed_or_pruned)).segments.get(segment_id)
+        if node is None or node.broker_url is None:
             raise SegmentGone(segment_id)
-        return url
+        return node.broker_url
 
     def open_request(self, producer_id: int, segment_id: int) -> ProducerOpen:
         if self._grant is None:

@@ -152,8 +152,13 @@ class QueueConsumer:
 
     # -- acknowledging --------------------------------------------------------------------------
 
-    async def acknowledge(self, message: ReceivedMessage | MessageId) -> None:
-        """Acknowledge one message; returns once the acknowledgement is durable."""
+    async def acknowledge(
+        self, message: ReceivedMessage | MessageId, *, durable: bool = False
+    ) -> None:
+        """Acknowledge one message: it is never handed out again by this consumer, and the
+        broker has it with the next group of acknowledgements (sent at once when none is on
+        its way). With ``durable``, return once the broker has it on disk;
+        :meth:`flush_acknowledgements` waits for every acknowledgement so far."""
         message_id = message_id_of(message)
         if self._ack_timeouts is not None:
             self._ack_timeouts.settled(message_id)
@@ -162,7 +167,11 @@ class QueueConsumer:
             if message_id.segment_id in self._finished:
                 return  # drained or pruned: every message of it is acknowledged already
             raise ClientError(f"message {message_id} was not received from {self.topic}")
-        await segment.acknowledge([message_id])
+        await segment.acknowledge([message_id], durable=durable)
+
+    async def flush_acknowledgements(self) -> None:
+        """Return once every acknowledgement made so far is durable."""
+        await asyncio.gather(*(s.flush_acknowledgements() for s in list(self._segments.values())))
 
     async def negative_acknowledge(self, message: ReceivedMessage) -> None:
         """Have the message delivered again, after a delay that grows with each redelivery."""

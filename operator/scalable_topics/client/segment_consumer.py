@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -47,13 +48,16 @@ from ..protocol import (
 )
 from .backoff import Backoff
 from .connection import BrokerConnection, Channel
-from .errors import ClientClosed, ClientError, ConnectionFailed, ConsumerBusy, Timeout
+from .errors import ClientClosed, ClientError, ConnectionFailed, Timeout
 from .pool import ConnectionPool
 from .receive_queue import QueuedMessage, ReceiveQueue
 from .topic_layout import TopicLayout
 from .topic_watcher import TopicWatcher
 
 log = logging.getLogger(__name__)
+
+# Ids per Ack request: a group well under any frame limit.
+_MAX_ACKS_PER_REQUEST = 1000
 
 # Refusals of Subscribe that a later attempt cannot overcome.
 _FATAL_CODES = frozenset(
@@ -155,6 +159,13 @@ class SegmentConsumer:
         self._forget_when_dequeued: set[MessageId] = set()
         self._queued: Counter[MessageId] = Counter()
         self._held: list[QueuedMessage] | None = None
+        # Individual acknowledgements waiting to be durable, in the order queued; the counts
+        # say how many were ever queued and how many of those are durable.
+        self._ack_queue: deque[MessageId] = deque()
+        self._acks_queued = 0
+        self._acks_durable = 0
+        self._ack_sender: asyncio.Task[None] | None = None
+        self._ack_refusals: deque[tuple[int, int, ClientError]] = deque(maxlen=16)
         self._background: set[asyncio.Task[None]] = set()
         self._task: asyncio.Task[None] | None = None
         self._gone: ClientError | None = None
@@ -229,12 +240,12 @@ class SegmentConsumer:
                 if error.code is ErrorCode.SEGMENT_NOT_FOUND:
                     self._finish(None)
                     return
-                if not isinstance(error, ConsumerBusy):
-                    log.debug("segment %s: subscribe failed: %s", self.segment_id, error)
+                log.debug("segment %s: subscribe failed: %s", self.segment_id, error)
                 await asyncio.sleep(backoff.next_delay())
                 continue
             backoff.reset()
             await session.over.wait()
+            log.debug("segment %s: session %d over", self.segment_id, session.consumer_id)
             session.end()
             self._set_session(None)
             if self._gone is None:
@@ -266,9 +277,13 @@ class SegmentConsumer:
                 ),
                 wait_seconds=self._operation_timeout,
             )
-        except BaseException:
+        except BaseException as error:
             session.end()
             self._session = None
+            if isinstance(error, Timeout | asyncio.CancelledError):
+                # The broker may still take it, and would then dispatch to a consumer no one
+                # reads (holding an Exclusive subscription or a Key_Shared hash range).
+                connection.abandon(ConsumerClose(0, session.consumer_id))
             raise
         if self._floor is not None:
             # The broker may have missed the last cumulative ack when the old session dropped.
@@ -277,6 +292,13 @@ class SegmentConsumer:
                     Ack(session.consumer_id, AckType.CUMULATIVE, (self._floor,), None)
                 )
         self._set_session(session)
+        log.debug(
+            "segment %s: %s subscribed as consumer %d on %s",
+            self.segment_id,
+            spec.consumer_name,
+            session.consumer_id,
+            connection.url,
+        )
         return session
 
     async def _broker_url(self) -> str:
@@ -297,6 +319,9 @@ class SegmentConsumer:
     def _set_session(self, session: _Session | None) -> None:
         self._session = session
         self._subscribed = session is not None
+        self._signal_state()
+
+    def _signal_state(self) -> None:
         self._state_changed.set()
         self._state_changed = asyncio.Event()
 
@@ -362,16 +387,77 @@ class SegmentConsumer:
 
     # -- acknowledgements and redelivery ---------------------------------------------------------
 
-    async def acknowledge(self, message_ids: Sequence[MessageId]) -> None:
-        """Individual acknowledgement, returning once it is durable."""
+    async def acknowledge(self, message_ids: Sequence[MessageId], *, durable: bool) -> None:
+        """Individual acknowledgement. It is queued and sent in a group with the others: at
+        once if no group is on its way, else when the one on its way is answered (so a busy
+        consumer sends few Acks and a quiet one waits for nothing). With ``durable``, return
+        once the broker has it on disk; otherwise at once. A group the broker did not answer
+        is sent again on the next session, until the consumer is closed."""
+        first = self._acks_queued
         self._acked.update(message_ids)
-        ids = tuple(message_ids)
-        await self._request(lambda session: Ack(session.consumer_id, AckType.INDIVIDUAL, ids, 0))
-        for message_id in ids:
-            if message_id in self._queued:
-                self._forget_when_dequeued.add(message_id)
-            else:
-                self._acked.discard(message_id)
+        self._ack_queue.extend(message_ids)
+        self._acks_queued += len(message_ids)
+        if self._ack_sender is None or self._ack_sender.done():
+            self._ack_sender = asyncio.get_running_loop().create_task(self._send_acks())
+        if durable:
+            await self._acks_durable_through(first, self._acks_queued)
+
+    async def flush_acknowledgements(self) -> None:
+        """Until every individual acknowledgement queued so far is durable."""
+        await self._acks_durable_through(0, self._acks_queued)
+
+    async def _acks_durable_through(self, first: int, last: int) -> None:
+        """Until the acknowledgements queued as numbers ``first + 1 .. last`` are durable;
+        the broker's refusal if it refused any of them."""
+        try:
+            async with asyncio.timeout(self._operation_timeout):
+                while self._acks_durable < last:
+                    if self.pruned:
+                        return  # every message of a pruned segment is acknowledged
+                    if self._gone is not None:
+                        raise self._gone
+                    await self._state_changed.wait()
+        except TimeoutError:
+            raise Timeout(
+                f"segment {self.segment_id}: acknowledgements not durable within "
+                f"{self._operation_timeout:g} s (they are sent again on the next session)"
+            ) from None
+        for start, end, error in self._ack_refusals:
+            if start < last and first < end:
+                raise error
+
+    async def _send_acks(self) -> None:
+        """Send the queued acknowledgements, oldest first, a group per request."""
+        queue = self._ack_queue
+        while queue:
+            try:
+                session = await self._live_session()
+            except ClientError:
+                return  # closed or pruned: nothing left to acknowledge on
+            ids = tuple(itertools.islice(queue, _MAX_ACKS_PER_REQUEST))
+            ack = Ack(session.consumer_id, AckType.INDIVIDUAL, ids, 0)
+            try:
+                await session.connection.request(ack, wait_seconds=self._operation_timeout)
+            except ConnectionFailed:
+                await session.over.wait()
+                continue
+            except ClientError as error:
+                if error.code is ErrorCode.UNKNOWN_CONSUMER:
+                    session.over.set()  # the broker dropped it: subscribe again
+                    continue
+                if isinstance(error, Timeout):
+                    continue
+                log.warning("segment %s: acknowledgements refused: %s", self.segment_id, error)
+                start = self._acks_durable
+                self._ack_refusals.append((start, start + len(ids), error))
+            for message_id in ids:
+                queue.popleft()
+                if message_id in self._queued:
+                    self._forget_when_dequeued.add(message_id)
+                else:
+                    self._acked.discard(message_id)
+            self._acks_durable += len(ids)
+            self._signal_state()
 
     async def acknowledge_cumulative(self, message_id: MessageId, *, durable: bool) -> None:
         """Everything of this segment up to ``message_id``. Without ``durable`` the ack is
@@ -432,8 +518,13 @@ class SegmentConsumer:
     async def close(self, *, unsubscribe: bool = False) -> None:
         """Detach (after making the cumulative floor durable); with ``unsubscribe``, delete
         the subscription on this segment as well."""
+        if self._gone is None and self._ack_queue:
+            with contextlib.suppress(ClientError):
+                await self.flush_acknowledgements()
         if self._gone is None:
             self._gone = ClientClosed(f"the consumer of segment {self.segment_id} was closed")
+        if self._ack_sender is not None:
+            self._ack_sender.cancel()
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):

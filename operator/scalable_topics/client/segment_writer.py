@@ -14,7 +14,6 @@ import asyncio
 import contextlib
 import logging
 from collections import deque
-from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -61,7 +60,7 @@ class Batching:
 
 
 class SegmentGone(Exception):
-    """The layout no longer lists the segment as Active."""
+    """The layout no longer lists the segment."""
 
 
 class WriterOwner(Protocol):
@@ -72,7 +71,8 @@ class WriterOwner(Protocol):
     batching: Batching
 
     async def broker_url(self, segment_id: int) -> str:
-        """Where the segment is served, once it is placed; SegmentGone once it is not Active."""
+        """Where the segment is served (Active or sealed), once it is placed; SegmentGone
+        once the layout no longer lists it (pruned)."""
 
     def open_request(self, producer_id: int, segment_id: int) -> ProducerOpen: ...
 
@@ -194,19 +194,19 @@ class SegmentWriter:
         backoff = Backoff()
         while True:
             self._wake.clear()
-            if self._sealed:
-                if self._connection is None:
-                    self._seal_unanswered()  # no answer can come for them any more
-                if not self._in_flight:
-                    self.owner.writer_sealed(self)
-                    return
-            elif self._connection is None:
+            if self._sealed and not self._in_flight:
+                self.owner.writer_sealed(self)
+                return
+            if self._connection is None:
+                # Sealed or not, unanswered batches are resent: a sealed segment answers the
+                # ones it stored with their receipts and refuses the rest, so each batch goes
+                # to the successors only if it was not stored here.
                 if not await self._open(backoff):
                     continue
                 for batch in list(self._in_flight.values()):
                     await self._send(batch)
                 continue
-            elif self._queue and not self._held:
+            if not self._sealed and self._queue and not self._held:
                 if await self._linger():
                     await self._send_next_batch()
                 continue
@@ -275,8 +275,14 @@ class SegmentWriter:
         connection.attach(Channel.PRODUCER, producer_id, self)
         try:
             reply = await connection.request(self.owner.open_request(producer_id, self.segment_id))
+        except asyncio.CancelledError:
+            connection.detach(Channel.PRODUCER, producer_id)
+            connection.abandon(ProducerClose(0, producer_id))
+            raise
         except ClientError as error:
             connection.detach(Channel.PRODUCER, producer_id)
+            if isinstance(error, Timeout):
+                connection.abandon(ProducerClose(0, producer_id))  # it may be admitted yet
             self._refused(error)
             if not self._sealed:
                 await self._pause(backoff)
@@ -290,8 +296,14 @@ class SegmentWriter:
         return True
 
     async def _pause(self, backoff: Backoff) -> None:
+        """Wait before the next attempt; an unsealed writer stops waiting when it is sealed
+        (then it only needs the answers to what it sent, if anything)."""
+        delay = backoff.next_delay()
+        if self._sealed:
+            await asyncio.sleep(delay)
+            return
         with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(backoff.next_delay()):
+            async with asyncio.timeout(delay):
                 await self._sealed_event()
 
     async def _sealed_event(self) -> None:
@@ -310,9 +322,18 @@ class SegmentWriter:
             log.debug("segment %d refused the producer: %s", self.segment_id, error)
 
     def _seal_unanswered(self) -> None:
-        """Sealed while batches were unanswered (a drop, then the segment was gone): nothing
-        says whether they were stored, so they go to the successors; a batch stored both here
-        and there is the one duplicate a producer can make."""
+        """The segment is gone (pruned, or deleted) while batches were unanswered: nothing
+        says any more whether they were stored, so they go to the successors; a batch stored
+        both here and there is the one duplicate a producer can make. (Pruning needs every
+        subscription to have drained the segment, so this takes a producer unanswered for
+        that long.)"""
+        if self._in_flight:
+            log.info(
+                "segment %d is gone with %d batches unanswered: they go to its successors, "
+                "and any of them it had stored is written twice",
+                self.segment_id,
+                len(self._in_flight),
+            )
         self._not_stored.extend(self._in_flight.values())
         self._in_flight.clear()
         self.seal()
@@ -352,36 +373,33 @@ class SegmentWriter:
 
     def _closed_by_broker(self, closed: ProducerClosed) -> None:
         error = error_for(closed.code, closed.message)
-        if closed.code in _SEALED_CODES:
+        if closed.code is ErrorCode.SEGMENT_NOT_FOUND:
             self._seal_unanswered()
+        elif closed.code is ErrorCode.SEGMENT_TERMINATED:
+            # Every Send was answered before this; any left unanswered are asked again on a
+            # new producer (the broker has forgotten this one already).
+            self._detach_producer()
+            self.seal()
         elif closed.code is ErrorCode.PRODUCER_FENCED:
             self.owner.writer_failed(self, error)
         else:  # moved, or the broker is stopping
             self._restart()
 
     def _restart(self) -> None:
+        """Close this producer on the broker and open a new one."""
+        connection = self._connection
+        if connection is not None:
+            connection.abandon(ProducerClose(0, self._producer_id))
+        self._detach_producer()
+
+    def _detach_producer(self) -> None:
+        """Stop using the producer opened on the broker; the next round opens another."""
         connection = self._connection
         if connection is not None:
             connection.detach(Channel.PRODUCER, self._producer_id)
-            _fire_and_forget(connection.send(ProducerClose(0, self._producer_id)))
         self._connection = None
         self._wake.set()
 
     def on_connection_lost(self, error: ClientError) -> None:
         self._connection = None
-        if self._sealed:
-            self._seal_unanswered()
         self._wake.set()
-
-
-_background: set[asyncio.Task[None]] = set()
-
-
-def _fire_and_forget(work: Awaitable[None]) -> None:
-    async def run() -> None:
-        with contextlib.suppress(ClientError):
-            await work
-
-    task = asyncio.get_running_loop().create_task(run())
-    _background.add(task)
-    task.add_done_callback(_background.discard)

@@ -10,6 +10,7 @@ when its segment moves to another consumer.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
 
 from ..protocol import MessageId
@@ -34,6 +35,28 @@ class StreamConsumer(OrderedTopicConsumer):
             return False
         await segment.acknowledge_cumulative(message_id, durable=durable)
         return True
+
+    async def flush_acknowledgements(self) -> dict[int, MessageId]:
+        """Make the cumulative acknowledgements so far durable; returns the position vector
+        now durable (a segment moved to another consumer meanwhile is left out: what its
+        new owner receives again was not acknowledged)."""
+        floors = {
+            segment_id: (segment, segment.floor)
+            for segment_id, segment in self._segments.items()
+            if segment.floor is not None
+        }
+        outcomes = await asyncio.gather(
+            *(
+                segment.acknowledge_cumulative(floor, durable=True)
+                for segment, floor in floors.values()
+            ),
+            return_exceptions=True,
+        )
+        return {
+            segment_id: floor
+            for (segment_id, (_, floor)), outcome in zip(floors.items(), outcomes, strict=True)
+            if floor is not None and not isinstance(outcome, BaseException)
+        }
 
     def positions(self) -> dict[int, MessageId]:
         """The position vector: per segment read now, the last message acknowledged."""

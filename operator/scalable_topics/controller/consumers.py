@@ -336,6 +336,10 @@ class TopicConsumers:
             self._check_fence(topic)
             layout = SegmentLayout.from_status(raw["status"]) if topic.status.segments else None
             self._observe_declared(topic)
+            stored = {
+                entry.name: {c.name: c.assigned_segments for c in entry.consumers}
+                for entry in topic.status.subscriptions
+            }
             desired = {
                 subscription: {
                     registration.name: registration
@@ -344,6 +348,7 @@ class TopicConsumers:
                         drained_segments(layout, self._drained_markers(), subscription),
                         members,
                         self._term,
+                        stored.get(subscription),
                     )
                 }
                 for subscription, members in self._members.items()

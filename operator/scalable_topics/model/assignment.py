@@ -7,6 +7,15 @@ messages written before a split (Pulsar bug #25642). A child is not dispatched b
 parents are drained (the broker enforces that), so handing parent and child to different
 consumers keeps per-key order.
 
+The deal is sticky. A segment that moves costs a redelivery of everything its old owner had
+not acknowledged, and the old owner must let go before the new one may read it; a pure
+round-robin moves almost every segment whenever one sealed segment drains (every position
+after it shifts), and under steady splitting segments then move faster than they are read.
+So each consumer keeps the segments it has, up to its round-robin share (the same counts the
+plain deal gives, the larger shares going to the consumers that keep the most), and only the
+rest are dealt, round-robin, to the consumers with room. Without a previous assignment this is
+exactly the seed's deal.
+
 Every assignment carries the layout epoch it was computed from and the controller term that
 computed it; a consumer or broker ignores one older than what it has (Pulsar issue #26273).
 """
@@ -54,12 +63,46 @@ def segments_to_read(layout: SegmentLayout, drained: Iterable[int]) -> list[int]
 
 
 def assign(
-    layout: SegmentLayout, consumers: Iterable[str], drained: Iterable[int], term: int
+    layout: SegmentLayout,
+    consumers: Iterable[str],
+    drained: Iterable[int],
+    term: int,
+    previous: Mapping[str, Iterable[int]] | None = None,
 ) -> Assignment:
-    """Deal the segments to read round-robin over the consumers sorted by name."""
+    """Deal the segments to read over the consumers sorted by name, each keeping what it had
+    in ``previous`` up to its share."""
     names = sorted(set(consumers))
-    dealt: dict[str, list[int]] = {name: [] for name in names}
-    if names:
-        for index, segment_id in enumerate(segments_to_read(layout, drained)):
-            dealt[names[index % len(names)]].append(segment_id)
-    return Assignment(layout.epoch, term, {name: tuple(ids) for name, ids in dealt.items()})
+    if not names:
+        return Assignment(layout.epoch, term, {})
+    readable = segments_to_read(layout, drained)
+    position = {segment_id: index for index, segment_id in enumerate(readable)}
+    # Round-robin position of each segment's plain owner: a consumer over its share keeps
+    # those first, so the seed's deal is where repeated deals settle.
+    plain_owner = {
+        segment_id: names[index % len(names)] for index, segment_id in enumerate(readable)
+    }
+    kept: dict[str, list[int]] = {}
+    claimed: set[int] = set()
+    for name in names:
+        held = sorted(
+            (s for s in set((previous or {}).get(name, ())) if s in position and s not in claimed),
+            key=lambda s: (plain_owner[s] != name, position[s]),
+        )
+        claimed.update(held)
+        kept[name] = held
+    base, extra = divmod(len(readable), len(names))
+    keeping_most = sorted(names, key=lambda name: (-len(kept[name]), name))
+    share = {name: base + (1 if rank < extra else 0) for rank, name in enumerate(keeping_most)}
+    dealt = {name: kept[name][: share[name]] for name in names}
+    taken = {segment_id for ids in dealt.values() for segment_id in ids}
+    for segment_id in readable:
+        if segment_id in taken:
+            continue
+        with_room = (name for name in names if len(dealt[name]) < share[name])
+        receiver = min(with_room, key=lambda name: (len(dealt[name]), name))
+        dealt[receiver].append(segment_id)
+    return Assignment(
+        layout.epoch,
+        term,
+        {name: tuple(sorted(ids, key=position.__getitem__)) for name, ids in dealt.items()},
+    )

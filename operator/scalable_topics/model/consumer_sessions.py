@@ -105,15 +105,17 @@ def reassign(
     drained: Iterable[int],
     members: Mapping[str, datetime | None],
     term: int,
+    previous: Mapping[str, Iterable[int]] | None = None,
 ) -> tuple[ConsumerRegistration, ...]:
     """Every registered consumer (name -> when it registered) with the segments the seed's
-    round-robin gives it now, stamped with the layout epoch and ``term``; sorted by name.
-    Without a layout yet (the topic is being created) nobody reads anything, at epoch 0."""
+    round-robin gives it now (keeping what it had in ``previous`` where the shares allow),
+    stamped with the layout epoch and ``term``; sorted by name. Without a layout yet (the
+    topic is being created) nobody reads anything, at epoch 0."""
     if layout is None:
         segments_of: Mapping[str, tuple[int, ...]] = {}
         epoch = 0
     else:
-        assignment = assign(layout, members, drained, term)
+        assignment = assign(layout, members, drained, term, previous)
         segments_of, epoch = assignment.segments_by_consumer, assignment.layout_epoch
     return tuple(
         ConsumerRegistration(
