@@ -23,7 +23,11 @@ from scalable_topics.controller.scaling import TopicScaler
 from scalable_topics.model.clock import SystemClock
 from scalable_topics.model.layout import SegmentLayout
 from scalable_topics.model.resources import TOPIC_LABEL, ScalableTopic, Segment
-from scalable_topics.model.scale_request import MERGE_ANNOTATION, SPLIT_ANNOTATION
+from scalable_topics.model.scale_request import (
+    MERGE_ANNOTATION,
+    REQUESTER_ANNOTATION,
+    SPLIT_ANNOTATION,
+)
 from scalable_topics.protocol import BatchMessage, SegmentSubscriptionType
 from scalable_topics.store import Conflict, EmbeddedStore
 from scalable_topics.store.kinds import EVENT
@@ -215,6 +219,49 @@ async def test_a_merge_of_adjacent_segments_seals_both_and_unions_their_subscrip
     assert segments[2].spec.parents == [0, 1]
     last = topic.status.last_operation
     assert last is not None and (last.kind, last.result) == ("Merge", "Succeeded")
+
+
+async def test_the_next_request_written_as_the_answered_one_is_cleared_keeps_its_requester(
+    cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The admin API asks again the moment it sees its answer, which can be just before the
+    controller clears the answered request: the new requester must survive the clearing."""
+    await create_topic(cluster)
+    await cluster.store.patch(
+        ScalableTopic.KIND,
+        "default",
+        "orders",
+        {"metadata": {"annotations": {SPLIT_ANNOTATION: "0", REQUESTER_ANNOTATION: "first"}}},
+    )
+    patch = cluster.store.patch
+    asked_again = False
+
+    async def ask_again_just_before_clearing(*args: Any, **options: Any) -> Any:
+        nonlocal asked_again
+        annotations = args[3].get("metadata", {}).get("annotations", {})
+        if not asked_again and SPLIT_ANNOTATION in annotations:
+            asked_again = True
+            await patch(
+                ScalableTopic.KIND,
+                "default",
+                "orders",
+                {
+                    "metadata": {
+                        "annotations": {MERGE_ANNOTATION: "2,3", REQUESTER_ANNOTATION: "second"}
+                    }
+                },
+            )
+        return await patch(*args, **options)
+
+    monkeypatch.setattr(cluster.store, "patch", ask_again_just_before_clearing)
+    await cluster.settle()
+    topic = await cluster.settle()
+    assert asked_again
+    last = topic.status.last_operation
+    assert last is not None
+    assert (last.kind, last.parent_ids, last.result) == ("Merge", [2, 3], "Succeeded")
+    assert last.requested_by == "second"
+    assert not topic.metadata.annotations
 
 
 @pytest.mark.parametrize(

@@ -53,7 +53,7 @@ from ..model.scale_request import (
     read_scale_request,
 )
 from ..model.segment import descriptor
-from ..store import NotFound, Store
+from ..store import Conflict, NotFound, Store
 from .events import EventRecorder
 from .failpoints import failpoint
 from .lifecycle import Placements, TopicLifecycle
@@ -175,12 +175,36 @@ class TopicScaler:
         await self._events.record(topic, "Warning", "ScalingRejected", why)
 
     async def _forget_request(self, topic: ScalableTopic, annotation: str) -> None:
-        await self._store.patch(
-            ScalableTopic.KIND,
-            topic.metadata.namespace or "default",
-            topic.metadata.name,
-            {"metadata": {"annotations": {annotation: None, REQUESTER_ANNOTATION: None}}},
-        )
+        """Remove the answered request's annotations, each only while it still holds the
+        answered value: the requester of the next request may already be written (the admin
+        API asks again as soon as it sees the answer), and removing it would leave that
+        request answered to nobody. A compare-and-swap, again on conflict."""
+        namespace, name = topic.metadata.namespace or "default", topic.metadata.name
+        answered = {
+            key: topic.metadata.annotations.get(key) for key in (annotation, REQUESTER_ANNOTATION)
+        }
+        while True:
+            current = await self._read(namespace, name)
+            if current is None:
+                return
+            removal = {
+                key: None
+                for key, value in answered.items()
+                if value is not None and current.metadata.annotations.get(key) == value
+            }
+            if not removal:
+                return
+            try:
+                await self._store.patch(
+                    ScalableTopic.KIND,
+                    namespace,
+                    name,
+                    {"metadata": {"annotations": removal}},
+                    resource_version=current.metadata.resource_version,
+                )
+                return
+            except Conflict:
+                continue
 
     # -- carrying out ---------------------------------------------------------------------------
 
