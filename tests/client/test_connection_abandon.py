@@ -52,8 +52,7 @@ async def test_an_abandoned_subscribe_does_not_keep_holding_the_subscription(
             # Given up at once: the broker still takes the Subscribe after the client stopped
             # waiting for it, and would hold the Exclusive subscription for nobody.
             with pytest.raises(Timeout):
-                await first.request(subscribe(1, "a"), wait_seconds=0)
-            first.abandon(ConsumerClose(0, 1))
+                await first.request(subscribe(1, "a"), wait_seconds=0, undo=ConsumerClose(0, 1))
             async with asyncio.timeout(10):
                 while True:
                     try:

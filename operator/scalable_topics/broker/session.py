@@ -558,12 +558,10 @@ class Session:
 
     def send_after(self, answered: asyncio.Future[None] | None, command: Command) -> None:
         """Send ``command`` once ``answered`` is done, without holding up the caller."""
-        if answered is None or answered.done():
-            self._spawn(self.send(command))
-            return
 
         async def send_when_answered() -> None:
-            await answered
+            if answered is not None:
+                await answered
             await self.send(command)
 
         self._spawn(send_when_answered())

@@ -148,13 +148,12 @@ class AssignmentFollower:
                     self._consumer_name,
                 ),
                 wait_seconds=self._operation_timeout,
+                # Taken after all, it would keep the consumer name busy.
+                undo=UnregisterConsumer(0, registration.registration_id),
             )
-        except BaseException as error:
+        except BaseException:
             connection.detach(Channel.REGISTRATION, registration.registration_id)
             self._registration = None
-            if isinstance(error, Timeout | asyncio.CancelledError):
-                # A registration the broker takes after all would keep the name busy.
-                connection.abandon(UnregisterConsumer(0, registration.registration_id))
             raise
         self._registered.set()
         return registration

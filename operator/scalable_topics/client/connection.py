@@ -53,6 +53,8 @@ log = logging.getLogger(__name__)
 
 # aiohttp pings the broker this often and drops a connection that stops answering.
 _HEARTBEAT_SECONDS = 15.0
+# How long a request whose answer is ignored may take before it is given up on too.
+_QUIET_REQUEST_SECONDS = 10.0
 
 
 class Channel(Enum):
@@ -164,9 +166,13 @@ class BrokerConnection:
     def on_close(self, listener: Callable[[BrokerConnection], None]) -> None:
         self._closed_listeners.append(listener)
 
-    async def request(self, command: Any, *, wait_seconds: float = 30.0) -> Command:
+    async def request(
+        self, command: Any, *, wait_seconds: float = 30.0, undo: Any | None = None
+    ) -> Command:
         """Send a request (its ``request_id`` is assigned here) and return the answer; an
-        ``Error`` answer raises the matching ClientError."""
+        ``Error`` answer raises the matching ClientError. ``undo`` is the request's close
+        (ConsumerClose for a Subscribe...): if the request is given up on (timed out or
+        cancelled) the broker may still take it, so the undo is sent after it."""
         if self._lost is not None:
             raise self._lost
         request_id = next(self._request_ids)
@@ -177,7 +183,13 @@ class BrokerConnection:
             await self.send(command)
             async with asyncio.timeout(wait_seconds):
                 reply = await future
+        except asyncio.CancelledError:
+            if undo is not None:
+                self.request_soon(undo)
+            raise
         except TimeoutError:
+            if undo is not None:
+                self.request_soon(undo)
             raise Timeout(
                 f"{type(command).__name__} got no answer from {self.url} in {wait_seconds:g} s"
             ) from None
@@ -187,20 +199,18 @@ class BrokerConnection:
             raise error_for(reply.code, reply.message)
         return reply
 
-    def abandon(self, undo: Any, *, wait_seconds: float = 10.0) -> None:
-        """Undo, in the background, what a request given up on (timed out or cancelled) may
-        still do on the broker: ``undo`` is its close (ConsumerClose for a Subscribe...).
-        The broker handles one connection's requests in order, so the undo comes after the
-        request it undoes; its answer is ignored ("unknown id" means the request never took).
-        """
+    def request_soon(self, command: Any) -> None:
+        """Send a request in the background and ignore its answer: a close whose outcome
+        changes nothing ("unknown id" means there was nothing to close). The broker handles
+        one connection's requests in order, so it comes after every request sent before."""
         if self._lost is not None:
             return  # everything opened on this connection is gone with it
 
-        async def undo_quietly() -> None:
+        async def request_quietly() -> None:
             with contextlib.suppress(ClientError):
-                await self.request(undo, wait_seconds=wait_seconds)
+                await self.request(command, wait_seconds=_QUIET_REQUEST_SECONDS)
 
-        self._spawn(undo_quietly())
+        self._spawn(request_quietly())
 
     async def send(self, command: Command) -> None:
         """Send without waiting for an answer (Send, Flow, Ack without receipt...)."""

@@ -100,8 +100,9 @@ class ExclusiveGrant:
         except BaseException as error:
             connection.detach(Channel.GRANT, grant_id)
             self._connection = None
-            if isinstance(error, Timeout | asyncio.CancelledError):
-                connection.abandon(ReleaseExclusive(0, grant_id))  # or it may be granted yet
+            if not isinstance(error, ClientError) or isinstance(error, Timeout):
+                # Given up on (cancelled or timed out), it may be granted yet.
+                connection.request_soon(ReleaseExclusive(0, grant_id))
             raise
         return epoch
 

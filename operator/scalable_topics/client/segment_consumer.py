@@ -276,14 +276,13 @@ class SegmentConsumer:
                     spec.permits,
                 ),
                 wait_seconds=self._operation_timeout,
+                # Taken after all, it would hold an Exclusive subscription (or a Key_Shared
+                # hash range) for a consumer no one reads.
+                undo=ConsumerClose(0, session.consumer_id),
             )
-        except BaseException as error:
+        except BaseException:
             session.end()
             self._session = None
-            if isinstance(error, Timeout | asyncio.CancelledError):
-                # The broker may still take it, and would then dispatch to a consumer no one
-                # reads (holding an Exclusive subscription or a Key_Shared hash range).
-                connection.abandon(ConsumerClose(0, session.consumer_id))
             raise
         if self._floor is not None:
             # The broker may have missed the last cumulative ack when the old session dropped.

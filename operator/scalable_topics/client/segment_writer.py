@@ -274,15 +274,15 @@ class SegmentWriter:
         producer_id = connection.new_id(Channel.PRODUCER)
         connection.attach(Channel.PRODUCER, producer_id, self)
         try:
-            reply = await connection.request(self.owner.open_request(producer_id, self.segment_id))
+            reply = await connection.request(
+                self.owner.open_request(producer_id, self.segment_id),
+                undo=ProducerClose(0, producer_id),
+            )
         except asyncio.CancelledError:
             connection.detach(Channel.PRODUCER, producer_id)
-            connection.abandon(ProducerClose(0, producer_id))
             raise
         except ClientError as error:
             connection.detach(Channel.PRODUCER, producer_id)
-            if isinstance(error, Timeout):
-                connection.abandon(ProducerClose(0, producer_id))  # it may be admitted yet
             self._refused(error)
             if not self._sealed:
                 await self._pause(backoff)
@@ -389,7 +389,7 @@ class SegmentWriter:
         """Close this producer on the broker and open a new one."""
         connection = self._connection
         if connection is not None:
-            connection.abandon(ProducerClose(0, self._producer_id))
+            connection.request_soon(ProducerClose(0, self._producer_id))
         self._detach_producer()
 
     def _detach_producer(self) -> None:

@@ -40,22 +40,19 @@ class StreamConsumer(OrderedTopicConsumer):
         """Make the cumulative acknowledgements so far durable; returns the position vector
         now durable (a segment moved to another consumer meanwhile is left out: what its
         new owner receives again was not acknowledged)."""
-        floors = {
-            segment_id: (segment, segment.floor)
+        floors = [
+            (segment_id, segment, floor)
             for segment_id, segment in self._segments.items()
-            if segment.floor is not None
-        }
+            if (floor := segment.floor) is not None
+        ]
         outcomes = await asyncio.gather(
-            *(
-                segment.acknowledge_cumulative(floor, durable=True)
-                for segment, floor in floors.values()
-            ),
+            *(segment.acknowledge_cumulative(floor, durable=True) for _, segment, floor in floors),
             return_exceptions=True,
         )
         return {
             segment_id: floor
-            for (segment_id, (_, floor)), outcome in zip(floors.items(), outcomes, strict=True)
-            if floor is not None and not isinstance(outcome, BaseException)
+            for (segment_id, _, floor), outcome in zip(floors, outcomes, strict=True)
+            if not isinstance(outcome, BaseException)
         }
 
     def positions(self) -> dict[int, MessageId]:
