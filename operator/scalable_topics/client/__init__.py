@@ -3,6 +3,8 @@
 async with Client("ws://127.0.0.1:6650") as client:
     producer = await client.create_producer("orders")
     await producer.send(b"order 1", key="customer-17")
+
+Scripts without an event loop use SyncClient, the same API blocking.
 """
 
 from .checkpoint import Checkpoint
@@ -27,6 +29,14 @@ from .errors import (
 from .producer import Producer
 from .queue_consumer import QueueConsumer
 from .stream_consumer import StreamConsumer
+from .sync import (
+    SyncAdmin,
+    SyncCheckpointConsumer,
+    SyncClient,
+    SyncProducer,
+    SyncQueueConsumer,
+    SyncStreamConsumer,
+)
 
 __all__ = [
     "AlreadyExists",
@@ -47,6 +57,12 @@ __all__ = [
     "ReceivedMessage",
     "ServerError",
     "StreamConsumer",
+    "SyncAdmin",
+    "SyncCheckpointConsumer",
+    "SyncClient",
+    "SyncProducer",
+    "SyncQueueConsumer",
+    "SyncStreamConsumer",
     "Timeout",
     "Unauthorized",
 ]

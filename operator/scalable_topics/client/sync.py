@@ -1,0 +1,275 @@
+"""A blocking facade over the asyncio client, for scripts and notebooks.
+
+with SyncClient("ws://127.0.0.1:6650") as client:
+    producer = client.create_producer("orders")
+    producer.send(b"order 1", key="customer-17")
+
+The client's event loop runs in a thread of its own; each call hands its coroutine to that loop
+and blocks the caller until it is answered. Everything the asyncio client does in the
+background (batching, reconnecting, following the DAG, acknowledgement groups) goes on between
+calls. The methods are the asyncio ones, with the same arguments and documentation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import functools
+import threading
+from collections.abc import Awaitable, Callable, Coroutine, Iterator, Mapping
+from typing import Any, Concatenate, Generic, ParamSpec, Self, TypeVar
+
+from ..protocol import MessageId
+from .admin import Admin
+from .checkpoint_consumer import CheckpointConsumer
+from .client import Client
+from .consumer_message import ReceivedMessage
+from .errors import ClientClosed
+from .ordered_consumer import OrderedTopicConsumer
+from .producer import Producer
+from .queue_consumer import QueueConsumer
+from .stream_consumer import StreamConsumer
+
+P = ParamSpec("P")
+R = TypeVar("R")
+T = TypeVar("T")
+Ordered = TypeVar("Ordered", bound=OrderedTopicConsumer)
+
+
+class _LoopThread:
+    """An event loop serving one SyncClient from a daemon thread."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._serve, name="scalable-topics", daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        self.loop.run_forever()
+        leftover = asyncio.all_tasks(self.loop)
+        for task in leftover:
+            task.cancel()
+        self.loop.run_until_complete(asyncio.gather(*leftover, return_exceptions=True))
+        self.loop.run_until_complete(self.loop.shutdown_asyncgens())
+        self.loop.close()
+
+    def run(self, work: Awaitable[R]) -> R:
+        """Wait for ``work`` on the loop; an interrupt of the waiting caller cancels it."""
+        refusal: Exception | None = None
+        if threading.current_thread() is self._thread:
+            refusal = RuntimeError(
+                "a blocking call from a SyncClient's own callbacks would wait forever; "
+                "use scalable_topics.client.Client in async code"
+            )
+        elif not self._thread.is_alive():
+            refusal = ClientClosed("the client is closed")
+        if refusal is not None:
+            if isinstance(work, Coroutine):
+                work.close()  # never to be awaited
+            raise refusal
+        answer = asyncio.run_coroutine_threadsafe(_awaited(work), self.loop)
+        try:
+            return answer.result()
+        except BaseException:
+            answer.cancel()
+            raise
+
+    def call(self, function: Callable[[], R]) -> R:
+        """``function()`` run on the loop, where the client's state is changed."""
+
+        async def called() -> R:
+            return function()
+
+        return self.run(called())
+
+    def stop(self) -> None:
+        if self._thread.is_alive():
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self._thread.join()
+
+
+async def _awaited(work: Awaitable[R]) -> R:
+    return await work
+
+
+class _Facade(Generic[T]):
+    """The blocking face of one asyncio object."""
+
+    def __init__(self, target: T, runner: _LoopThread) -> None:
+        self._target = target
+        self._runner = runner
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+
+def _blocking(
+    method: Callable[Concatenate[T, P], Awaitable[R]],
+) -> Callable[Concatenate[_Facade[T], P], R]:
+    """The blocking form of an asyncio method."""
+
+    @functools.wraps(method)
+    def call(self: _Facade[T], /, *args: P.args, **kwargs: P.kwargs) -> R:
+        return self._runner.run(method(self._target, *args, **kwargs))
+
+    return call
+
+
+def _opening(
+    method: Callable[Concatenate[Client, P], Awaitable[T]],
+    facade: Callable[[T, _LoopThread], R],
+) -> Callable[Concatenate[SyncClient, P], R]:
+    """The blocking form of a method of Client that opens something, wrapped in ``facade``."""
+
+    @functools.wraps(method)
+    def call(self: SyncClient, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        opened = self._runner.run(method(self._target, *args, **kwargs))
+        return facade(opened, self._runner)
+
+    return call
+
+
+class SyncProducer(_Facade[Producer]):
+    send = _blocking(Producer.send)
+    flush = _blocking(Producer.flush)
+    close = _blocking(Producer.close)
+
+    @property
+    def topic(self) -> str:
+        return self._target.topic
+
+    @property
+    def epoch(self) -> int | None:
+        return self._runner.call(lambda: self._target.epoch)
+
+    def send_async(
+        self,
+        payload: bytes,
+        *,
+        key: str | None = None,
+        properties: Mapping[str, str] | None = None,
+        event_time_ms: int | None = None,
+    ) -> concurrent.futures.Future[MessageId | None]:
+        """Queue one message and return the future of its id; blocks only while
+        ``max_pending_messages`` are unanswered. Messages go in the order they were queued."""
+
+        async def queue() -> concurrent.futures.Future[MessageId | None]:
+            sent = await self._target.send_async(
+                payload, key=key, properties=properties, event_time_ms=event_time_ms
+            )
+            answer: concurrent.futures.Future[MessageId | None] = concurrent.futures.Future()
+            sent.add_done_callback(functools.partial(_settle, answer))
+            return answer
+
+        return self._runner.run(queue())
+
+
+def _settle(answer: concurrent.futures.Future[R], sent: asyncio.Future[R]) -> None:
+    if sent.cancelled():
+        answer.cancel()
+    elif (error := sent.exception()) is not None:
+        answer.set_exception(error)
+    else:
+        answer.set_result(sent.result())
+
+
+class _SyncConsumer(_Facade[T]):
+    def __iter__(self) -> Iterator[ReceivedMessage]:
+        """Every message, until the consumer is closed."""
+        while True:
+            try:
+                yield self.receive()
+            except ClientClosed:
+                return
+
+    def receive(self, wait_seconds: float | None = None) -> ReceivedMessage:
+        raise NotImplementedError
+
+
+class SyncQueueConsumer(_SyncConsumer[QueueConsumer]):
+    receive = _blocking(QueueConsumer.receive)
+    acknowledge = _blocking(QueueConsumer.acknowledge)
+    flush_acknowledgements = _blocking(QueueConsumer.flush_acknowledgements)
+    negative_acknowledge = _blocking(QueueConsumer.negative_acknowledge)
+    close = _blocking(QueueConsumer.close)
+    unsubscribe = _blocking(QueueConsumer.unsubscribe)
+
+    @property
+    def topic(self) -> str:
+        return self._target.topic
+
+
+class _SyncOrderedConsumer(_SyncConsumer[Ordered]):
+    @property
+    def topic(self) -> str:
+        return self._target.topic
+
+    @property
+    def assigned_segments(self) -> list[int]:
+        """The segments this consumer reads now."""
+        return self._runner.call(lambda: self._target.assigned_segments)
+
+
+class SyncStreamConsumer(_SyncOrderedConsumer[StreamConsumer]):
+    receive = _blocking(StreamConsumer.receive)
+    acknowledge_cumulative = _blocking(StreamConsumer.acknowledge_cumulative)
+    acknowledge_cumulative_vector = _blocking(StreamConsumer.acknowledge_cumulative_vector)
+    flush_acknowledgements = _blocking(StreamConsumer.flush_acknowledgements)
+    close = _blocking(StreamConsumer.close)
+
+    def positions(self) -> dict[int, MessageId]:
+        return self._runner.call(self._target.positions)
+
+
+class SyncCheckpointConsumer(_SyncOrderedConsumer[CheckpointConsumer]):
+    receive = _blocking(CheckpointConsumer.receive)
+    checkpoint = _blocking(CheckpointConsumer.checkpoint)
+    seek = _blocking(CheckpointConsumer.seek)
+    close = _blocking(CheckpointConsumer.close)
+
+
+class SyncAdmin(_Facade[Admin]):
+    create_topic = _blocking(Admin.create_topic)
+    list_topics = _blocking(Admin.list_topics)
+    describe_topic = _blocking(Admin.describe_topic)
+    delete_topic = _blocking(Admin.delete_topic)
+    create_subscription = _blocking(Admin.create_subscription)
+    delete_subscription = _blocking(Admin.delete_subscription)
+    list_subscriptions = _blocking(Admin.list_subscriptions)
+    split = _blocking(Admin.split)
+    merge = _blocking(Admin.merge)
+    stats = _blocking(Admin.stats)
+    close = _blocking(Admin.close)
+
+
+class SyncClient(_Facade[Client]):
+    """The blocking client: ``SyncClient(service_url, auth_token=None, ...)`` takes the
+    arguments of :class:`Client`; close it (or use ``with``) to stop its thread."""
+
+    def __init__(self, service_url: str, auth_token: str | None = None, **options: Any) -> None:
+        client = Client(service_url, auth_token, **options)
+        super().__init__(client, _LoopThread())
+
+    create_producer = _opening(Client.create_producer, SyncProducer)
+    subscribe_queue = _opening(Client.subscribe_queue, SyncQueueConsumer)
+    subscribe_stream = _opening(Client.subscribe_stream, SyncStreamConsumer)
+    subscribe_checkpoint = _opening(Client.subscribe_checkpoint, SyncCheckpointConsumer)
+
+    def admin(self) -> SyncAdmin:
+        """Topic administration through the same brokers (the caller closes it)."""
+        return SyncAdmin(self._target.admin(), self._runner)
+
+    def close(self) -> None:
+        """Close every producer and consumer, every connection, and the client's thread."""
+        try:
+            if self._runner.loop.is_running():
+                self._runner.run(self._target.close())
+        finally:
+            self._runner.stop()
