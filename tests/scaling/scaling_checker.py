@@ -80,12 +80,17 @@ class Ledger:
 
     acked: set[tuple[str, int]] = field(default_factory=set)
     send_failures: int = 0
+    started: float = field(default_factory=time.monotonic)
     # subscription -> key -> sequence numbers in the order first received
     first_seen: dict[str, dict[str, list[int]]] = field(
         default_factory=lambda: defaultdict(lambda: defaultdict(list))
     )
     seen: dict[str, set[tuple[str, int]]] = field(default_factory=lambda: defaultdict(set))
     acknowledged: dict[str, set[tuple[str, int]]] = field(default_factory=lambda: defaultdict(set))
+    # subscription -> item -> when its acknowledgement was known durable: to explain a duplicate
+    durable_at: dict[str, dict[tuple[str, int], float]] = field(
+        default_factory=lambda: defaultdict(dict)
+    )
     # subscription -> key -> (sequence, message id) as first received: to explain a violation
     first_where: dict[str, dict[str, list[tuple[int, object]]]] = field(
         default_factory=lambda: defaultdict(lambda: defaultdict(list))
@@ -101,13 +106,23 @@ class Ledger:
             self.duplicates[subscription] += 1
             if len(self.duplicate_examples[subscription]) < 5:
                 first = dict(self.first_where[subscription][key]).get(sequence)
+                durable = self.durable_at[subscription].get(item, 0.0)
                 self.duplicate_examples[subscription].append(
-                    f"{key}:{sequence} first at {first}, again at {where}"
+                    f"{key}:{sequence} first {first}, durable at {durable:.3f} s, again {where}"
                 )
         if item not in self.seen[subscription]:
             self.seen[subscription].add(item)
             self.first_seen[subscription][key].append(sequence)
             self.first_where[subscription][key].append((sequence, where))
+
+    def acknowledge(self, subscription: str, items: list[tuple[str, int]]) -> None:
+        self.acknowledged[subscription].update(items)
+        now = time.monotonic() - self.started
+        self.durable_at[subscription].update((item, now) for item in items)
+
+    def where(self, consumer: str, message_id: MessageId) -> str:
+        """Where and when a message was received, for the examples."""
+        return f"{consumer} {tuple(message_id)} at {time.monotonic() - self.started:.3f} s"
 
     def lost(self, subscription: str) -> int:
         return len(self.acked - self.seen[subscription])
@@ -117,7 +132,7 @@ class Ledger:
         for key, seen in self.first_where[subscription].items():
             for (sequence, where), (following, where_next) in itertools.pairwise(seen):
                 if following < sequence:
-                    return f"{key}: {sequence} at {where}, then {following} at {where_next}"
+                    return f"{key}: {sequence} from {where}, then {following} from {where_next}"
         return None
 
     def reordered(self, subscription: str) -> int:
@@ -277,7 +292,7 @@ async def consume_stream(client: Client, name: str, ledger: Ledger, stop: asynci
             floor = vector.get(message_id.segment_id)
             return floor is not None and message_id <= floor
 
-        ledger.acknowledged[STREAM].update(acks.settle(durable))
+        ledger.acknowledge(STREAM, acks.settle(durable))
 
     try:
         while not stop.is_set():
@@ -288,7 +303,7 @@ async def consume_stream(client: Client, name: str, ledger: Ledger, stop: asynci
             except ClientError:
                 continue
             key, sequence = message.payload.decode().split(":")
-            ledger.received(STREAM, key, int(sequence), tuple(message.message_id))
+            ledger.received(STREAM, key, int(sequence), ledger.where(name, message.message_id))
             if await consumer.acknowledge_cumulative(message):
                 acks.pending.append((message.message_id, (key, int(sequence))))
         await flush()
@@ -307,7 +322,7 @@ async def consume_keyed(client: Client, name: str, ledger: Ledger, stop: asyncio
             log.debug("%s: flushing acknowledgements failed: %s", name, error)
             acks.settle(lambda _: False)
             return
-        ledger.acknowledged[KEYED].update(acks.settle(lambda _: True))
+        ledger.acknowledge(KEYED, acks.settle(lambda _: True))
 
     try:
         while not stop.is_set():
@@ -318,7 +333,7 @@ async def consume_keyed(client: Client, name: str, ledger: Ledger, stop: asyncio
             except ClientError:
                 continue
             key, sequence = message.payload.decode().split(":")
-            ledger.received(KEYED, key, int(sequence), tuple(message.message_id))
+            ledger.received(KEYED, key, int(sequence), ledger.where(name, message.message_id))
             await consumer.acknowledge(message)
             acks.pending.append((message.message_id, (key, int(sequence))))
         await flush()

@@ -221,28 +221,34 @@ class Subscription:
         self, consumer_id: ConsumerId, positions: list[Position], cumulative: bool
     ) -> None:
         """Apply acks and return once the cursor holding them is durable."""
+        self._attached(consumer_id)
+        if cumulative and self._type not in (
+            SegmentSubscriptionType.EXCLUSIVE,
+            SegmentSubscriptionType.FAILOVER,
+        ):
+            raise SubscriptionError(
+                ErrorCode.INVALID_REQUEST,
+                f"cumulative acks need an Exclusive or Failover subscription, {self.name!r} is {self._type}",
+            )
+        targets = [max(positions)] if cumulative else positions
+        # Every lookup first: the pump runs while we wait, and must find the dispatcher and
+        # the cursor agreeing, never an ack applied to one and not yet to the other (it would
+        # read the message again and send it after the ack was answered).
+        sizes = [await self._batch_size(position) for position in targets]
         dispatcher = self._attached(consumer_id)
         if cumulative:
-            if self._type not in (
-                SegmentSubscriptionType.EXCLUSIVE,
-                SegmentSubscriptionType.FAILOVER,
-            ):
-                raise SubscriptionError(
-                    ErrorCode.INVALID_REQUEST,
-                    f"cumulative acks need an Exclusive or Failover subscription, {self.name!r} is {self._type}",
-                )
-            upto = max(positions)
+            upto = targets[0]
             pending = dispatcher.pending(consumer_id)  # sorted by position
             cut = bisect.bisect_right(pending, upto, key=lambda message: message.position)
             covered = [message.position for message in pending[:cut]]
             dispatcher.ack(consumer_id, covered)
-            self._cursor.ack_cumulative(upto, await self._batch_size(upto))
+            self._cursor.ack_cumulative(upto, sizes[0])
             for position in covered:
                 self._cache.pop(position, None)
         else:
             dispatcher.ack(consumer_id, positions)
-            for position in positions:
-                self._cursor.ack(position, await self._batch_size(position))
+            for position, size in zip(positions, sizes, strict=True):
+                self._cursor.ack(position, size)
                 self._cache.pop(position, None)
         self._dirty_cursor = True
         self._wake()

@@ -96,6 +96,23 @@ def test_a_message_acked_through_another_consumer_is_never_delivered_again(
 
 
 @every_mode
+def test_a_message_acked_while_read_ahead_is_never_delivered(
+    make: Callable[[], Dispatcher],
+) -> None:
+    """After a reconnect the broker reads the log again; the client's ack of what its old
+    session received can come while those messages wait in the read buffer, unsent."""
+    dispatcher = make()
+    dispatcher.add_consumer(Consumer(1, "new session"))
+    dispatcher.accept(messages(0, 1, 2))  # no permits yet: nothing goes out
+    dispatcher.ack(1, [Position(0), Position(2)])
+    dispatcher.add_permits(1, 10)
+    delivered = [m.position for d in dispatcher.take_deliveries() for m in d.messages]
+    assert delivered == [Position(1)]
+    assert dispatcher.stats().acked_total == 2
+    assert dispatcher.outstanding == 1
+
+
+@every_mode
 def test_accept_insists_on_log_order(make: Callable[[], Dispatcher]) -> None:
     dispatcher = one_consumer(make)
     dispatcher.accept(messages(3, 4))

@@ -219,6 +219,23 @@ class KeySharedMachine(RuleBasedStateMachine):
         self.acked.update(chosen)
         self.note_wakeup()
 
+    @precondition(lambda self: self.holding and self.waiting())
+    @rule(who=WHO, which=WHICH)
+    def ack_before_delivery(self, who: int, which: list[int]) -> None:
+        """A reconnected client acks what its old session received while the dispatcher
+        holds the message back (read ahead, or waiting for a draining hash): settled, and
+        never delivered again."""
+        waiting = self.waiting()
+        chosen = list(dict.fromkeys(waiting[i % len(waiting)] for i in which))
+        self.dispatcher.ack(self.pick(self.live(), who), chosen)
+        self.acked.update(chosen)
+        self.note_wakeup()
+        self.take()
+
+    def waiting(self) -> list[Position]:
+        held = {p for messages in self.holding.values() for p in messages}
+        return sorted(self.accepted - self.acked - held)
+
     @precondition(lambda self: self.wakeup_at is not None)
     @rule()
     def unblock_timer_fires(self) -> None:

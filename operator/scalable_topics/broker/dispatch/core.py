@@ -142,9 +142,9 @@ class DispatcherCore(ABC):
 
     def _forget(self, positions: list[Position]) -> None:
         """Positions acknowledged by a consumer they are not pending at: a client that
-        reconnected acks what its old session received, and the broker had taken those back.
-        No consumer may receive them again, so they leave other consumers' pending sets and
-        the replay set."""
+        reconnected acks what its old session received, and the broker had taken those back
+        (or has read them again and not yet sent them). No consumer may receive them again,
+        so they leave other consumers' pending sets, the replay set and the read buffer."""
         wanted = set(positions)
         for state in self._consumers.values():
             found = [m for p in list(wanted) if (m := state.pending.pop(p, None)) is not None]
@@ -153,7 +153,14 @@ class DispatcherCore(ABC):
                 self._settled(found)
                 self._released(state, found, False)
         if wanted:
-            self._settled(self._discard_replayed(wanted))
+            replayed = self._discard_replayed(wanted)
+            self._settled(replayed)
+            wanted.difference_update(m.position for m in replayed)
+        if wanted and self._incoming:
+            unread = [m for m in self._incoming if m.position in wanted]
+            if unread:
+                self._incoming[:] = [m for m in self._incoming if m.position not in wanted]
+                self._settled(unread)
 
     def _settled(self, messages: list[Message]) -> None:
         self._acked_total += len(messages)
