@@ -209,6 +209,23 @@ async def test_a_killed_child_broker_is_started_again(tmp_path: Path) -> None:
     assert broker_pid(tmp_path, "broker-1") is None
 
 
+async def test_child_brokers_stop_when_standalone_is_killed(tmp_path: Path) -> None:
+    port = free_ports(2)
+    second = f"http://127.0.0.1:{port + 1}"
+    async with standalone(tmp_path, port, "--brokers", "2") as running:
+        assert await healthy(second)
+        assert broker_pid(tmp_path, "broker-1") is not None
+        running.process.kill()  # no chance to stop its children
+        await running.process.wait()
+        async with asyncio.timeout(30):
+            while broker_pid(tmp_path, "broker-1") is not None:
+                await asyncio.sleep(0.1)
+    assert "supervising process is gone" in (tmp_path / "logs" / "broker-1.log").read_text()
+    async with standalone(tmp_path, port, "--brokers", "2") as again:  # its ports are free
+        assert await healthy(second)
+        assert await again.stop() == 0
+
+
 def test_a_port_in_use_is_one_clear_error(tmp_path: Path) -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))

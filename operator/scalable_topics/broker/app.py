@@ -7,6 +7,9 @@ import asyncio
 import contextlib
 import gc
 import logging
+import os
+import signal
+import sys
 from collections.abc import AsyncIterator
 
 from aiohttp import web
@@ -117,7 +120,27 @@ async def _retention_loop(registry: SegmentRegistry, config: BrokerConfig) -> No
                 )
 
 
-def run(config: BrokerConfig) -> None:
+async def _stop_when_stdin_closes(app: web.Application) -> AsyncIterator[None]:
+    """A supervisor holds the write end of our stdin and never writes: when it exits, even
+    killed, the pipe closes and we stop as on SIGTERM, instead of holding the port."""
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader()
+    transport, _ = await loop.connect_read_pipe(
+        lambda: asyncio.StreamReaderProtocol(reader), sys.stdin
+    )
+
+    async def watch() -> None:
+        await reader.read()  # everything until end-of-file: nothing ever comes
+        log.warning("the supervising process is gone (stdin closed); stopping")
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    watching = loop.create_task(watch(), name="watch stdin")
+    yield
+    watching.cancel()
+    transport.close()
+
+
+def run(config: BrokerConfig, *, stop_on_stdin_eof: bool = False) -> None:
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
@@ -127,6 +150,7 @@ def run(config: BrokerConfig) -> None:
     # that full collections do not walk them again.
     gc.freeze()
     gc.set_threshold(50_000, 50, 100)
-    web.run_app(
-        build_app(config), host=config.host, port=config.port, print=None, handle_signals=True
-    )
+    app = build_app(config)
+    if stop_on_stdin_eof:
+        app.cleanup_ctx.append(_stop_when_stdin_closes)
+    web.run_app(app, host=config.host, port=config.port, print=None, handle_signals=True)

@@ -26,7 +26,7 @@ def _run_broker(args: argparse.Namespace) -> int:
     except ValidationError as error:
         print(f"stctl broker: invalid settings: {error}", file=sys.stderr)
         return 2
-    run(config)
+    run(config, stop_on_stdin_eof=args.stop_on_stdin_eof)
     return 0
 
 
@@ -56,4 +56,10 @@ def add_broker(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="when the log fsyncs: batch (before acknowledging, the default), interval, none",
     )
     broker.add_argument("--auth-token", help="require this token from clients and admin requests")
+    broker.add_argument(
+        "--stop-on-stdin-eof",
+        action="store_true",
+        help="stop when stdin closes: a supervisor passes a pipe it never writes to, so the "
+        "broker ends with it even when it is killed",
+    )
     broker.set_defaults(run=_run_broker)

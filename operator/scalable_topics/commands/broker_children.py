@@ -4,7 +4,9 @@ Each child is ``stctl broker`` on its own data directory and port, its output ap
 log file. A child that exits while the system is up is started again after a backoff that
 doubles up to a ceiling and starts over once a run has lasted a while, so a broker that crashes
 at start-up does not spin. Children run in their own session: Ctrl-C in the terminal reaches
-only the standalone process, which then stops them in order.
+only the standalone process, which then stops them in order. Each child's stdin is a pipe from
+this process that is never written to; if this process dies without stopping them (SIGKILL,
+OOM), the pipe closes and the children stop themselves instead of holding their ports.
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ class ChildBroker:
             str(self.port),
             "--broker-id",
             self.broker_id,
+            "--stop-on-stdin-eof",
         ]
 
 
@@ -79,7 +82,8 @@ class SupervisedBroker:
                 *self.child.argv(),
                 stdout=output,
                 stderr=asyncio.subprocess.STDOUT,
-                stdin=asyncio.subprocess.DEVNULL,
+                # Never written: the child stops when it closes, i.e. when we are gone.
+                stdin=asyncio.subprocess.PIPE,
                 env={**os.environ, "PYTHONUNBUFFERED": "1"},
                 start_new_session=True,
             )
@@ -93,6 +97,7 @@ class SupervisedBroker:
             self.starts += 1
             log.info("%s running as pid %d", self.child.broker_id, self._process.pid)
             code = await self._process.wait()
+            _close_stdin(self._process)
             if loop.time() - started >= _STABLE_SECONDS:
                 delay = _FIRST_DELAY
             log.warning(
@@ -125,3 +130,9 @@ class SupervisedBroker:
             )
             process.kill()
             await process.wait()
+        _close_stdin(process)
+
+
+def _close_stdin(process: asyncio.subprocess.Process) -> None:
+    if process.stdin is not None:
+        process.stdin.close()
