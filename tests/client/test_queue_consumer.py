@@ -141,3 +141,25 @@ async def test_a_message_delivered_too_often_goes_to_the_dead_letter_topic(
         await dead.acknowledge(letter)
         with pytest.raises(Timeout):
             await waiting
+
+
+async def test_a_message_acknowledged_across_a_reconnect_is_not_handed_out_again(
+    cluster: ClientCluster,
+) -> None:
+    """Received on a session that then dropped, acknowledged while the consumer reconnects:
+    the broker sends the message again on the new session, and the consumer drops it once the
+    acknowledgement it sent there is answered."""
+    await cluster.create_topic("orders", initial=1)
+    async with cluster.client() as client:
+        consumer = await client.subscribe_queue("orders", "billing")
+        producer = await client.create_producer("orders")
+        for sequence in range(20):
+            await producer.send(f"k:{sequence}".encode(), key="k")
+        received = [await consumer.receive(wait_seconds=10) for _ in range(20)]
+        [node] = (await client.watch("orders")).layout.segments.values()
+        assert node.broker_url is not None
+        await (await client.pool.get(node.broker_url)).close()  # the session drops
+        for message in received:
+            await consumer.acknowledge(message)  # sent on the next session
+        await consumer.flush_acknowledgements()
+        assert await drain(consumer, quiet=2.0) == []

@@ -366,6 +366,9 @@ class SegmentConsumer:
 
     def take(self, item: QueuedMessage) -> bool:
         message_id = item.message.message_id
+        # Asked before the copy leaves the queue: an ack made durable while it was queued is
+        # forgotten as the last copy goes, and the copy must still be dropped.
+        acked = message_id in self._acked
         remaining = self._queued[message_id] - 1
         if remaining > 0:
             self._queued[message_id] = remaining
@@ -380,7 +383,7 @@ class SegmentConsumer:
         if self._consumed >= self._flow_at:
             permits, self._consumed = self._consumed, 0
             self._send_soon(lambda session: Flow(session.consumer_id, permits))
-        if message_id in self._acked:
+        if acked:
             return False
         return self._floor is None or message_id > self._floor
 

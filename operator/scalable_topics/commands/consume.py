@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import socket
 
 from ..client import Client
 from ..client.consumer_message import ReceivedMessage
@@ -119,8 +121,9 @@ def add_consume(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
     )
     consume.add_argument(
         "--name",
-        default="stctl",
-        help="the consumer's name (stream consumers are dealt segments by name; default stctl)",
+        default=f"stctl-{socket.gethostname()}-{os.getpid()}",
+        help="the consumer's name: a stream subscription deals its segments by name, one name "
+        "one consumer (default stctl-HOST-PID, unique to this run)",
     )
     consume.add_argument(
         "-n", "--count", type=int, default=0, help="stop after this many (default 0: no limit)"
