@@ -39,30 +39,33 @@ def percentile(values: list[float], fraction: float) -> float:
     return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
 
 
-async def start_standalone(root: Path) -> tuple[subprocess.Popen[str], str]:
+async def start_standalone(root: Path) -> tuple[subprocess.Popen[bytes], str]:
+    """Its output goes to a file: a pipe nobody reads would fill up and stall it."""
     port = free_port()
-    process = subprocess.Popen(  # noqa: ASYNC220 - a long-lived child, started once
-        [
-            sys.executable,
-            "-m",
-            "scalable_topics.cli",
-            "standalone",
-            "--data-dir",
-            str(root),
-            "--port",
-            str(port),
-            "--controller-port",
-            str(free_port()),
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )
-    assert process.stdout is not None
-    line = await asyncio.to_thread(process.stdout.readline)
-    if "serving" not in line:
-        raise RuntimeError(f"standalone did not start: {line}{process.stdout.read()}")
+    output = root / "standalone.log"
+    with output.open("wb") as log:
+        process = subprocess.Popen(  # noqa: ASYNC220 - a long-lived child, started once
+            [
+                sys.executable,
+                "-m",
+                "scalable_topics.cli",
+                "standalone",
+                "--data-dir",
+                str(root / "data"),
+                "--port",
+                str(port),
+                "--controller-port",
+                str(free_port()),
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+    async with asyncio.timeout(60):
+        while "stctl standalone: serving" not in output.read_text():
+            if process.poll() is not None:
+                raise RuntimeError(f"standalone did not start:\n{output.read_text()}")
+            await asyncio.sleep(0.1)
     return process, f"ws://127.0.0.1:{port}"
 
 

@@ -148,6 +148,38 @@ async def test_keyed_messages_survive_splits_and_merges_in_order(tmp_path: Path)
         )
 
 
+async def test_a_segment_placed_on_a_broker_that_has_not_opened_it_is_waited_for(
+    tmp_path: Path,
+) -> None:
+    """The controller records a segment's broker before that broker creates it, so the layout
+    can name a broker that answers SegmentNotFound: producers and consumers ask again, and do
+    not take the segment for gone."""
+    from scalable_topics.model.resources import Segment
+
+    async with running_service(tmp_path) as service:
+        await service.create_topic("orders", initial=1)
+        [segment] = await _segments(service)
+        home = segment.status.broker
+        [elsewhere] = [url for url in service.url.split(",") if url != home]
+
+        async def place(broker: str | None) -> None:
+            await service.store.patch_status(
+                Segment.KIND, "default", segment.metadata.name, {"status": {"broker": broker}}
+            )
+
+        await place(elsewhere)
+        async with Client(service.url) as client:
+            opening = asyncio.create_task(client.create_producer(TOPIC))
+            subscribing = asyncio.create_task(client.subscribe_queue(TOPIC, "s"))
+            await asyncio.sleep(1.0)  # both asked the broker that lacks it, maybe often
+            assert not opening.done() and not subscribing.done()
+            await place(home)
+            producer, consumer = await opening, await subscribing
+            message_id = await producer.send(b"arrived", key="k")
+            assert message_id is not None and message_id.segment_id == 0
+            assert (await consumer.receive(wait_seconds=10)).payload == b"arrived"
+
+
 async def test_keyless_messages_spread_over_active_segments(tmp_path: Path) -> None:
     async with running_service(tmp_path, brokers=1) as service:
         await service.create_topic("orders", initial=3)

@@ -237,9 +237,8 @@ class SegmentConsumer:
                 if error.code in _FATAL_CODES:
                     self._finish(error)
                     return
-                if error.code is ErrorCode.SEGMENT_NOT_FOUND:
-                    self._finish(None)
-                    return
+                # SegmentNotFound included: the broker may not have opened a segment placed on
+                # it yet, or it moved; only the layout says a segment is gone (_Pruned above).
                 log.debug("segment %s: subscribe failed: %s", self.segment_id, error)
                 await asyncio.sleep(backoff.next_delay())
                 continue
@@ -351,10 +350,7 @@ class SegmentConsumer:
                     command.code,
                     command.message,
                 )
-                if command.code is ErrorCode.SEGMENT_NOT_FOUND:
-                    self._finish(None)
-                else:
-                    session.over.set()
+                session.over.set()  # subscribe again, unless the layout says it is gone
 
     def _arrived(self, message: DeliveredMessage) -> None:
         item = QueuedMessage(self, self._generation, message)

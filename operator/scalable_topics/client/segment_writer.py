@@ -37,8 +37,10 @@ from .pool import ConnectionPool
 
 log = logging.getLogger(__name__)
 
-# Answers that mean "this segment takes no more writes": route to its successors.
-_SEALED_CODES = frozenset({ErrorCode.SEGMENT_TERMINATED, ErrorCode.SEGMENT_NOT_FOUND})
+# Answers that mean "this segment takes no more writes": route to its successors. Not
+# SegmentNotFound: a broker may not have opened a segment placed on it yet, or the segment
+# moved; only the layout says a segment is gone (owner.broker_url raises SegmentGone).
+_SEALED_CODES = frozenset({ErrorCode.SEGMENT_TERMINATED})
 # Refusals no retry overcomes: the producer fails with them.
 _FATAL_CODES = frozenset(
     {
@@ -374,7 +376,7 @@ class SegmentWriter:
     def _closed_by_broker(self, closed: ProducerClosed) -> None:
         error = error_for(closed.code, closed.message)
         if closed.code is ErrorCode.SEGMENT_NOT_FOUND:
-            self._seal_unanswered()
+            self._detach_producer()  # gone from the broker: open again, where the layout says
         elif closed.code is ErrorCode.SEGMENT_TERMINATED:
             # Every Send was answered before this; any left unanswered are asked again on a
             # new producer (the broker has forgotten this one already).
