@@ -180,6 +180,27 @@ async def test_a_segment_placed_on_a_broker_that_has_not_opened_it_is_waited_for
             assert (await consumer.receive(wait_seconds=10)).payload == b"arrived"
 
 
+async def test_a_producer_opening_on_a_deleted_topic_fails_with_not_found(tmp_path: Path) -> None:
+    from scalable_topics.model.resources import ScalableTopic, Segment
+
+    async with running_service(tmp_path) as service:
+        await service.create_topic("orders", initial=1)
+        [segment] = await _segments(service)
+        [elsewhere] = [url for url in service.url.split(",") if url != segment.status.broker]
+        await service.store.patch_status(
+            Segment.KIND, "default", segment.metadata.name, {"status": {"broker": elsewhere}}
+        )
+        async with Client(service.url, operation_timeout=60) as client:
+            opening = asyncio.create_task(client.create_producer(TOPIC))
+            await asyncio.sleep(0.5)  # asking the broker that lacks the segment
+            await service.store.delete(ScalableTopic.KIND, "default", "orders")
+            # Answered by the deletion itself, not by the operation timeout giving up.
+            await asyncio.wait({opening}, timeout=30)
+            assert opening.done()
+            with pytest.raises(NotFound, match="deleted"):
+                opening.result()
+
+
 async def test_keyless_messages_spread_over_active_segments(tmp_path: Path) -> None:
     async with running_service(tmp_path, brokers=1) as service:
         await service.create_topic("orders", initial=3)

@@ -273,6 +273,10 @@ class SegmentWriter:
             log.debug("segment %d: %s", self.segment_id, error)
             await self._pause(backoff)
             return False
+        except ClientError as error:  # the watch ended: the topic was deleted
+            self._failed(error)
+            await self._pause(backoff)
+            return False
         producer_id = connection.new_id(Channel.PRODUCER)
         connection.attach(Channel.PRODUCER, producer_id, self)
         try:
@@ -317,11 +321,14 @@ class SegmentWriter:
         if error.code in _SEALED_CODES:
             self._seal_unanswered()
         elif error.code in _FATAL_CODES:
-            if not self.opened.done():
-                self.opened.set_exception(error)
-            self.owner.writer_failed(self, error)
+            self._failed(error)
         else:  # a broker restarting or moving the segment: try again
             log.debug("segment %d refused the producer: %s", self.segment_id, error)
+
+    def _failed(self, error: ClientError) -> None:
+        if not self.opened.done():
+            self.opened.set_exception(error)
+        self.owner.writer_failed(self, error)
 
     def _seal_unanswered(self) -> None:
         """The segment is gone (pruned, or deleted) while batches were unanswered: nothing
