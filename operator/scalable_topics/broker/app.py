@@ -4,7 +4,6 @@ admin APIs and metrics."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import gc
 import logging
 import os
@@ -15,6 +14,7 @@ from collections.abc import AsyncIterator
 from aiohttp import web
 
 from ..store import Store, open_store
+from ..tasks import cancel_and_wait
 from .admin import REGISTRY_KEY, TOKEN_KEY, add_routes, admin_errors
 from .config import BrokerConfig
 from .controller_links import ControllerLinks
@@ -84,9 +84,7 @@ def build_app(config: BrokerConfig, store: Store | None = None) -> web.Applicati
             await topic_watches.stop()
             await controller_links.stop()
             await registration.stop()
-            retention.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await retention
+            await cancel_and_wait(retention)
             await registry.close()
             await markers.stop()
             if owned:

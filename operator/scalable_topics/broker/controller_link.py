@@ -36,6 +36,7 @@ from ..protocol import (
     decode_frame,
     encode_frame,
 )
+from ..tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -163,9 +164,7 @@ class ControllerLink:
     async def close(self) -> None:
         await self._ws.close()
         if self._reader is not None:
-            self._reader.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._reader
+            await cancel_and_wait(self._reader)
 
     async def _read(self) -> None:
         try:

@@ -11,7 +11,6 @@ as drained; until the first list has arrived, nothing counts as drained.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -19,6 +18,7 @@ from datetime import UTC, datetime
 from ..model.resources import Segment, segment_object_name
 from ..model.timefmt import format_time
 from ..store import EventType, Expired, NotFound, Store, StoreError
+from ..tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -44,9 +44,7 @@ class DrainMarkers:
     async def stop(self) -> None:
         for task in [self._task, *self._writes]:
             if task is not None:
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
+                await cancel_and_wait(task)
 
     def listen(self, callback: Callable[[], None]) -> Callable[[], None]:
         self._listeners.append(callback)

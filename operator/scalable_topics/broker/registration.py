@@ -17,6 +17,7 @@ from ..model.placement import (
     broker_lease_name,
 )
 from ..store import LeaseLock, Store, StoreError
+from ..tasks import cancel_and_wait
 from .config import BrokerConfig
 
 log = logging.getLogger(__name__)
@@ -48,9 +49,7 @@ class Registration:
 
     async def stop(self) -> None:
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            await cancel_and_wait(self._task)
         with contextlib.suppress(StoreError):
             await self._lock.release()
 

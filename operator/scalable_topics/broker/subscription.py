@@ -31,6 +31,7 @@ from ..protocol import (
     MessageId,
     SegmentSubscriptionType,
 )
+from ..tasks import cancel_and_wait
 from .batch_record import decode_batch, decode_messages
 from .dispatch import (
     Consumer,
@@ -301,9 +302,7 @@ class Subscription:
             timer.cancel()
         self._timers.clear()
         if self._pump is not None:
-            self._pump.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._pump
+            await cancel_and_wait(self._pump)
         links = list(self._links.values())
         self._links.clear()
         if code is not None:

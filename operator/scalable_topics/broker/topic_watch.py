@@ -17,7 +17,6 @@ been sent yet; a watch never sends the same view twice.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
@@ -26,6 +25,7 @@ from ..model.resources import TOPIC_LABEL, ScalableTopic, Segment, controller_le
 from ..protocol import Command, Error, ErrorCode, TopicUpdate, WatchClosed
 from ..store import EventType, Expired, NotFound, Store, StoreError, WatchEvent
 from ..store.kinds import LEASE
+from ..tasks import cancel_and_wait
 from .errors import BrokerError
 from .topic_view import (
     LayoutKey,
@@ -235,8 +235,7 @@ class TopicWatchHub:
                 task.cancel()
             tasks.extend(late)
         for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            await cancel_and_wait(task)
 
     def watch(
         self,

@@ -11,7 +11,6 @@ one by (term, layout epoch) are stale and ignored; an equal one is a rebalance a
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import itertools
 import logging
 from collections.abc import Callable, Sequence
@@ -24,6 +23,7 @@ from ..protocol import (
     RegistrationClosed,
     UnregisterConsumer,
 )
+from ..tasks import cancel_and_wait
 from .backoff import Backoff
 from .connection import BrokerConnection, Channel
 from .errors import ClientClosed, ClientError, ConnectionFailed, Timeout, error_for
@@ -185,9 +185,7 @@ class AssignmentFollower:
             return
         self._closed = True
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            await cancel_and_wait(self._task)
         registration = self._registration
         self._registration = None
         if registration is None or not registration.connection.is_open:

@@ -47,6 +47,7 @@ from ..protocol import (
     decode_frame,
     encode_frame,
 )
+from ..tasks import cancel_and_wait
 from .errors import ClientError, ConnectionFailed, Timeout, error_for
 
 log = logging.getLogger(__name__)
@@ -228,9 +229,7 @@ class BrokerConnection:
         with contextlib.suppress(Exception):
             await self._ws.close()
         if self._reader is not None and self._reader is not asyncio.current_task():
-            self._reader.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._reader
+            await cancel_and_wait(self._reader)
 
     # -- reading --------------------------------------------------------------------------------
 

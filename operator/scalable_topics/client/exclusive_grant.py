@@ -24,6 +24,7 @@ from ..protocol import (
     ReleaseExclusive,
     Success,
 )
+from ..tasks import cancel_and_wait
 from .backoff import Backoff
 from .connection import BrokerConnection, Channel
 from .errors import ClientError, ConnectionFailed, Timeout, error_for
@@ -114,9 +115,7 @@ class ExclusiveGrant:
     async def release(self) -> None:
         self._ended = True
         if self._renewing is not None:
-            self._renewing.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._renewing
+            await cancel_and_wait(self._renewing)
         connection = self._connection
         if connection is not None and connection.is_open:
             connection.detach(Channel.GRANT, self._grant_id)

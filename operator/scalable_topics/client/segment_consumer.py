@@ -46,6 +46,7 @@ from ..protocol import (
     Subscribe,
     Unsubscribe,
 )
+from ..tasks import cancel_and_wait
 from .backoff import Backoff
 from .connection import BrokerConnection, Channel
 from .errors import ClientClosed, ClientError, ConnectionFailed, Timeout
@@ -524,9 +525,7 @@ class SegmentConsumer:
         if self._ack_sender is not None:
             self._ack_sender.cancel()
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            await cancel_and_wait(self._task)
         for task in list(self._background):
             task.cancel()
         session = self._session

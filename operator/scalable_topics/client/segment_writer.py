@@ -29,6 +29,7 @@ from ..protocol import (
     SendError,
     SendReceipt,
 )
+from ..tasks import cancel_and_wait
 from .backoff import Backoff
 from .connection import BrokerConnection, Channel
 from .errors import ClientError, ConnectionFailed, Timeout, error_for
@@ -169,9 +170,7 @@ class SegmentWriter:
         return [outgoing for outgoing in messages if not outgoing.abandoned]
 
     async def close(self) -> None:
-        self._task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await self._task
+        await cancel_and_wait(self._task)
         connection = self._connection
         if connection is not None and connection.is_open:
             connection.detach(Channel.PRODUCER, self._producer_id)

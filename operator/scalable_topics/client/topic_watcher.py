@@ -14,6 +14,7 @@ import logging
 from collections.abc import Callable, Sequence
 
 from ..protocol import Command, ErrorCode, TopicUpdate, WatchClose, WatchClosed, WatchTopic
+from ..tasks import cancel_and_wait
 from .backoff import Backoff
 from .connection import BrokerConnection, Channel
 from .errors import ClientClosed, ClientError, NotFound, Timeout
@@ -84,9 +85,7 @@ class TopicWatcher:
             self._ended = ClientClosed(f"the watch of {self.topic} was closed")
         self._wake()
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            await cancel_and_wait(self._task)
         connection = self._connection
         if connection is not None and connection.is_open:
             connection.detach(Channel.WATCH, self._watch_id)

@@ -12,13 +12,14 @@ OOM), the pipe closes and the children stop themselves instead of holding their 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
 import signal
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+
+from ..tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -114,9 +115,7 @@ class SupervisedBroker:
         """Stop supervising first, so the exit is not taken for a crash; then SIGTERM, and
         SIGKILL if the broker has not left within the grace period."""
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            await cancel_and_wait(self._task)
         process = self._process
         if process is None or process.returncode is not None:
             return

@@ -55,6 +55,7 @@ from ..protocol import (
 )
 from ..store import LeaseRecord, NotFound, Store, StoreError
 from ..store.kinds import LEASE
+from ..tasks import cancel_and_wait
 from .consumers import ConsumerCoordinators, ConsumerRefused, Grant, TopicConsumers
 from .endpoint_grants import GrantRequests
 from .producer_grants import GrantRefused, ProducerGrantCoordinators, TopicProducerGrants
@@ -221,9 +222,7 @@ class EndpointSession:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(1):
                     await asyncio.shield(writer)
-            writer.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await writer
+            await cancel_and_wait(writer)
 
     def enqueue(self, command: Command) -> None:
         self._outbox.put_nowait(command)

@@ -23,6 +23,7 @@ from ..model.resources import CONTROLLER_ENDPOINT_ANNOTATION as ENDPOINT_ANNOTAT
 from ..model.resources import ScalableTopic, controller_lease_name
 from ..store import Conflict, EventType, Expired, LeaseLock, NotFound, Store, StoreError
 from ..store.kinds import LEASE
+from ..tasks import cancel_and_wait
 from .consumers import ConsumerCoordinators
 from .endpoint import serving_endpoint
 from .leader import ElectionTiming, LeaderElector
@@ -158,9 +159,7 @@ class ControllerManager:
         topic = self._topics.pop(key, None)
         if topic is None or topic.task is None:
             return
-        topic.task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await topic.task
+        await cancel_and_wait(topic.task)
         with contextlib.suppress(NotFound, StoreError):
             await self._store.delete(LEASE.kind, key[0], controller_lease_name(key[1]))
 
