@@ -30,11 +30,10 @@ async def gather_topic_stats(
     Garbage collection may prune a drained sealed segment between reading the layout and
     asking its broker; the stats are then gathered again from the new layout, so a pruned
     segment is not reported as unavailable."""
-    for _ in range(_ATTEMPTS - 1):
+    for _ in range(_ATTEMPTS):
         stats, pruned_meanwhile = await _gather_once(store, admin, namespace, name, parallelism)
         if not pruned_meanwhile:
-            return stats
-    stats, _ = await _gather_once(store, admin, namespace, name, parallelism)
+            break
     return stats
 
 

@@ -134,7 +134,7 @@ async def _stop_when_stdin_closes(app: web.Application) -> AsyncIterator[None]:
 
     watching = loop.create_task(watch(), name="watch stdin")
     yield
-    watching.cancel()
+    await cancel_and_wait(watching)
     transport.close()
 
 

@@ -184,16 +184,14 @@ class BrokerConnection:
             await self.send(command)
             async with asyncio.timeout(wait_seconds):
                 reply = await future
-        except asyncio.CancelledError:
+        except (asyncio.CancelledError, TimeoutError) as given_up:
             if undo is not None:
                 self.request_soon(undo)
+            if isinstance(given_up, TimeoutError):
+                raise Timeout(
+                    f"{type(command).__name__} got no answer from {self.url} in {wait_seconds:g} s"
+                ) from None
             raise
-        except TimeoutError:
-            if undo is not None:
-                self.request_soon(undo)
-            raise Timeout(
-                f"{type(command).__name__} got no answer from {self.url} in {wait_seconds:g} s"
-            ) from None
         finally:
             self._pending.pop(request_id, None)
         if isinstance(reply, Error):

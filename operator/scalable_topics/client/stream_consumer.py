@@ -40,18 +40,17 @@ class StreamConsumer(OrderedTopicConsumer):
         """Make the cumulative acknowledgements so far durable; returns the position vector
         now durable (a segment moved to another consumer meanwhile is left out: what its
         new owner receives again was not acknowledged)."""
-        floors = [
-            (segment_id, segment, floor)
-            for segment_id, segment in self._segments.items()
-            if (floor := segment.floor) is not None
-        ]
+        vector = self.positions()
         outcomes = await asyncio.gather(
-            *(segment.acknowledge_cumulative(floor, durable=True) for _, segment, floor in floors),
+            *(
+                self._segments[segment_id].acknowledge_cumulative(floor, durable=True)
+                for segment_id, floor in vector.items()
+            ),
             return_exceptions=True,
         )
         return {
             segment_id: floor
-            for (segment_id, _, floor), outcome in zip(floors, outcomes, strict=True)
+            for (segment_id, floor), outcome in zip(vector.items(), outcomes, strict=True)
             if not isinstance(outcome, BaseException)
         }
 

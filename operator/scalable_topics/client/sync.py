@@ -17,7 +17,7 @@ import concurrent.futures
 import functools
 import threading
 from collections.abc import Awaitable, Callable, Coroutine, Iterator, Mapping
-from typing import Any, Concatenate, Generic, ParamSpec, Self, TypeVar
+from typing import Any, Concatenate, Generic, ParamSpec, Protocol, Self, TypeVar
 
 from ..protocol import MessageId
 from .admin import Admin
@@ -136,14 +136,24 @@ def _opening(
     return call
 
 
-class SyncProducer(_Facade[Producer]):
-    send = _blocking(Producer.send)
-    flush = _blocking(Producer.flush)
-    close = _blocking(Producer.close)
+class _OnTopic(Protocol):
+    @property
+    def topic(self) -> str: ...
 
+
+OnTopic = TypeVar("OnTopic", bound=_OnTopic)
+
+
+class _TopicFacade(_Facade[OnTopic]):
     @property
     def topic(self) -> str:
         return self._target.topic
+
+
+class SyncProducer(_TopicFacade[Producer]):
+    send = _blocking(Producer.send)
+    flush = _blocking(Producer.flush)
+    close = _blocking(Producer.close)
 
     @property
     def epoch(self) -> int | None:
@@ -180,7 +190,7 @@ def _settle(answer: concurrent.futures.Future[R], sent: asyncio.Future[R]) -> No
         answer.set_result(sent.result())
 
 
-class _SyncConsumer(_Facade[T]):
+class _SyncConsumer(_TopicFacade[OnTopic]):
     def __iter__(self) -> Iterator[ReceivedMessage]:
         """Every message, until the consumer is closed."""
         while True:
@@ -201,16 +211,8 @@ class SyncQueueConsumer(_SyncConsumer[QueueConsumer]):
     close = _blocking(QueueConsumer.close)
     unsubscribe = _blocking(QueueConsumer.unsubscribe)
 
-    @property
-    def topic(self) -> str:
-        return self._target.topic
-
 
 class _SyncOrderedConsumer(_SyncConsumer[Ordered]):
-    @property
-    def topic(self) -> str:
-        return self._target.topic
-
     @property
     def assigned_segments(self) -> list[int]:
         """The segments this consumer reads now."""

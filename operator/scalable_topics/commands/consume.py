@@ -53,6 +53,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.count < 0:
         return fail(COMMAND, "--count must be 0 (until interrupted) or more", exit_code=2)
     render = message_json if args.output == "json" else message_text
+    consumer_name = args.name or f"stctl-{socket.gethostname()}-{os.getpid()}"
 
     async def work(client: Client) -> int:
         kind = args.type
@@ -61,12 +62,12 @@ def _run(args: argparse.Namespace) -> int:
             kind = "stream" if declared in ("Stream", "Checkpoint") else "queue"
         consumer: QueueConsumer | StreamConsumer
         if kind == "stream":
-            consumer = await client.subscribe_stream(args.topic, args.subscription, args.name)
+            consumer = await client.subscribe_stream(args.topic, args.subscription, consumer_name)
         else:
             consumer = await client.subscribe_queue(
                 args.topic,
                 args.subscription,
-                consumer_name=args.name,
+                consumer_name=consumer_name,
                 key_ordered=kind == "key-shared",
                 initial_position=args.initial_position,
             )
@@ -121,7 +122,7 @@ def add_consume(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
     )
     consume.add_argument(
         "--name",
-        default=f"stctl-{socket.gethostname()}-{os.getpid()}",
+        default=None,
         help="the consumer's name: a stream subscription deals its segments by name, one name "
         "one consumer (default stctl-HOST-PID, unique to this run)",
     )
