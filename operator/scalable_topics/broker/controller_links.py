@@ -140,9 +140,13 @@ class ConnectionLinks:
         links, self._links = list(self._links.values()), {}
         for opening in links:
             opening.cancel()
+        if links:
+            await asyncio.wait(links)
         for opening in links:
-            with contextlib.suppress(Exception, asyncio.CancelledError):
-                await (await opening).close()
+            if opening.cancelled() or opening.exception() is not None:
+                continue  # never opened: nothing to close
+            with contextlib.suppress(Exception):
+                await opening.result().close()
 
 
 class Outcome(Enum):

@@ -328,11 +328,14 @@ class HostedSegment:
         self._in_flight[(producer, last)] = done
         try:
             entry_id = await self._log.append(record, publish_ms)
-        except BaseException as error:
+        except BaseException as caught:
+            translated = self._translate(caught)
             self._dedup.failed(producer)
-            done.set_exception(self._translate(error))
+            done.set_exception(translated)
             done.exception()  # retrieved: a retry may or may not be waiting on it
-            raise self._translate(error) from None
+            if translated is not caught:
+                raise translated from None
+            raise
         finally:
             self._in_flight.pop((producer, last), None)
         done.set_result(entry_id)

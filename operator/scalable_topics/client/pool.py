@@ -8,7 +8,6 @@ the caller's (each producer, consumer and watch backs off on its own).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 
 import aiohttp
 
@@ -68,10 +67,12 @@ class ConnectionPool:
 
     async def close(self) -> None:
         self._closed = True
-        for opening in list(self._opening.values()):
+        # What an opening failed with is its caller's to hear; closing only waits for it.
+        openings = list(self._opening.values())
+        for opening in openings:
             opening.cancel()
-            with contextlib.suppress(BaseException):
-                await opening
+        if openings:
+            await asyncio.wait(openings)
         for connection in list(self._open.values()):
             await connection.close()
         self._open.clear()

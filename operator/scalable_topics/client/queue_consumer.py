@@ -13,7 +13,6 @@ too often.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import secrets
 from collections import defaultdict
@@ -22,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..model.segment import SegmentState
 from ..protocol import InitialPosition, MessageId, SegmentSubscriptionType
+from ..tasks import TaskOwner
 from .ack_timeouts import AckTimeouts
 from .consumer_message import ReceivedMessage, message_id_of
 from .errors import ClientClosed, ClientError, NotFound, Timeout
@@ -86,7 +86,7 @@ class QueueConsumer:
             None if ack_timeout is None else AckTimeouts(ack_timeout, self._ack_timed_out)
         )
         self._dead_letters: Producer | None = None
-        self._background: set[asyncio.Task[None]] = set()
+        self._background = TaskOwner(f"queue consumer of {self.topic}", log)
         self._stop_listening: Callable[[], None] | None = None
         self._closed = False
 
@@ -288,10 +288,7 @@ class QueueConsumer:
         outcomes = await asyncio.gather(
             *(s.close(unsubscribe=unsubscribe) for s in segments), return_exceptions=True
         )
-        for task in list(self._background):
-            task.cancel()
-            with contextlib.suppress(BaseException):
-                await task
+        await self._background.close()
         if self._dead_letters is not None:
             await self._dead_letters.close()
         for outcome in outcomes:
@@ -299,6 +296,4 @@ class QueueConsumer:
                 raise outcome
 
     def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
-        task = asyncio.get_running_loop().create_task(work)
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
+        self._background.spawn(work, f"{self.topic} {self.subscription} background work")

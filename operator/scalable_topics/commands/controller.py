@@ -15,6 +15,9 @@ def _run_controller(args: argparse.Namespace) -> int:
     from ..controller.leader import ElectionTiming
     from ..controller.manager import ControllerConfig, ControllerManager
     from ..store import open_store
+    from ..tasks import cancel_all
+
+    log = logging.getLogger("scalable_topics.commands.controller")
 
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -46,13 +49,13 @@ def _run_controller(args: argparse.Namespace) -> int:
 
         # Kubernetes stops pods with SIGTERM: leave cleanly, releasing the leases we hold so
         # that another controller leads at once instead of after the lease expires.
-        work = asyncio.current_task()
-        assert work is not None
-        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, work.cancel)
+        loop = asyncio.get_running_loop()
+        manager = loop.create_task(ControllerManager(store, config).run(), name="controller")
+        loop.add_signal_handler(signal.SIGTERM, manager.cancel)
         try:
-            await ControllerManager(store, config).run()
-        except asyncio.CancelledError:
-            pass
+            await asyncio.wait({manager})
+            if not manager.cancelled():
+                manager.result()
         except OSError as error:
             if args.listen is None:
                 raise
@@ -60,6 +63,7 @@ def _run_controller(args: argparse.Namespace) -> int:
             print(f"stctl controller: cannot listen on {host}:{port}: {error}", file=sys.stderr)
             return 1
         finally:
+            await cancel_all([manager], log, "the controller")
             await store.close()
         return 0
 

@@ -29,6 +29,7 @@ from ..broker.config import BrokerConfig
 from ..controller.leader import ElectionTiming
 from ..controller.manager import ControllerConfig, ControllerManager
 from ..store import Store, open_store
+from ..tasks import cancel_all
 from .broker_children import ChildBroker, SupervisedBroker
 
 log = logging.getLogger(__name__)
@@ -193,9 +194,7 @@ class StandaloneSystem:
         the store last, since all of them write to it."""
         await asyncio.gather(*(child.stop() for child in self.children))
         if self._controller is not None:
-            self._controller.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._controller
+            await cancel_all([self._controller], log, "the controller")
         if self._runner is not None:
             await self._runner.cleanup()
         if self._store is not None:

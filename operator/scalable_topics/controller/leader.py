@@ -11,7 +11,6 @@ starts. The lease's transition count at the time of acquiring is the leader's *t
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import random
 from collections.abc import Callable, Coroutine
@@ -97,14 +96,16 @@ class LeaderElector:
                     self._timing.renew_deadline,
                 )
         finally:
-            for task in (work, renewal):
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await task
-            if not lost:
-                await self._release()
-            self._term = None
-        failure = None if work.cancelled() or work not in done else work.exception()
+            try:
+                # The leader work's failure is raised below; the renewal's cannot fail.
+                for task in (work, renewal):
+                    task.cancel()
+                await asyncio.wait({work, renewal})
+            finally:
+                if not lost:
+                    await self._release()
+                self._term = None
+        failure = None if work.cancelled() else work.exception()
         if failure is not None:
             raise failure
 

@@ -18,6 +18,7 @@ from ..model.clock import Clock
 from ..model.resources import ScalableTopic
 from ..protocol import ErrorCode
 from ..store import StoreError
+from ..tasks import cancel_all
 
 log = logging.getLogger(__name__)
 
@@ -135,10 +136,4 @@ class LedTopics(Generic[C]):
         finally:
             if self._led.get(key) is coordinator:
                 del self._led[key]
-            task.cancel()
-            try:
-                await task
-            except asyncio.CancelledError:
-                pass
-            except Exception:
-                log.exception("the %s of %s/%s failed", self._what, namespace, name)
+            await cancel_all([task], log, f"the {self._what} of {namespace}/{name}")

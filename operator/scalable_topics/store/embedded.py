@@ -397,7 +397,7 @@ class EmbeddedStore:
     def _connect(self) -> None:
         try:
             self._conn = self._open_connection()
-        except BaseException as exc:
+        except Exception as exc:  # raised to the caller by the first call
             self._open_error = exc
 
     def _open_connection(self) -> sqlite3.Connection:

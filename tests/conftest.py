@@ -1,0 +1,89 @@
+"""Run-wide checks: a task whose failure nobody retrieved fails the run.
+
+asyncio reports such a task only when it is garbage collected ("Task exception was never
+retrieved"), which makes the defect easy to miss in a passing run. Here every test ends with a
+collection, and a report logged in this process during the test fails it; the log files the
+test's child processes (brokers, controllers) wrote under its ``tmp_path`` are read too. A
+report that comes later (a task collected during another test, a child of a session fixture)
+fails the whole run at its end.
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ORPHANED_FAILURE = "Task exception was never retrieved"
+
+
+class _OrphanedFailures(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.ERROR)
+        self.reports: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        message = record.getMessage()
+        if message.startswith(ORPHANED_FAILURE):
+            self.reports.append(self.format(record))
+
+
+_handler = _OrphanedFailures()
+_late_reports: list[str] = []
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    logging.getLogger("asyncio").addHandler(_handler)
+
+
+def _child_reports(directory: Path) -> list[str]:
+    reports = []
+    for path in directory.rglob("*.log"):
+        try:
+            text = path.read_text(errors="replace")
+        except OSError:
+            continue
+        if ORPHANED_FAILURE in text:
+            start = text.index(ORPHANED_FAILURE)
+            reports.append(f"{path.name}: {text[start : start + 2000]}")
+    return reports
+
+
+@pytest.fixture(autouse=True)
+def _no_orphaned_task_failures(request: pytest.FixtureRequest) -> Iterator[None]:
+    before = len(_handler.reports)
+    yield
+    gc.collect()
+    reports = _handler.reports[before:]
+    tmp_path = request.node.funcargs.get("tmp_path")
+    if isinstance(tmp_path, Path) and tmp_path.exists():
+        reports += _child_reports(tmp_path)
+    if reports:
+        _late_reports.extend(reports)  # reported once more at the end of the run
+        pytest.fail(
+            "a task failed and nobody retrieved its exception:\n" + "\n".join(reports),
+            pytrace=False,
+        )
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    gc.collect()
+    reports = [r for r in _handler.reports if r not in _late_reports]
+    factory = getattr(session.config, "_tmp_path_factory", None)
+    if factory is not None:
+        try:
+            base = factory.getbasetemp()
+        except (OSError, ValueError):
+            base = None
+        if base is not None:
+            reports += [r for r in _child_reports(base) if r not in _late_reports]
+    if reports:
+        terminal = session.config.pluginmanager.get_plugin("terminalreporter")
+        if terminal is not None:
+            terminal.section("tasks whose failure nobody retrieved", sep="=", red=True)
+            for report in reports:
+                terminal.write_line(report)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
