@@ -1,5 +1,5 @@
-"""Store objects a DAG watch reads (ScalableTopic, Segment, controller Lease), written directly
-through the store port, with no controller."""
+"""Store objects a DAG watch reads (ScalableTopic, Segment, the shard Lease naming the
+controller), written directly through the store port, with no controller."""
 
 from __future__ import annotations
 
@@ -7,13 +7,18 @@ from datetime import UTC, datetime
 from typing import Any
 
 from scalable_topics.model.layout import SegmentLayout
+from scalable_topics.model.ownership import (
+    SHARD_COUNT_ANNOTATION,
+    announced_shard_count,
+    shard_lease_name,
+    shard_of,
+)
 from scalable_topics.model.resources import (
     API_VERSION,
     CONTROLLER_ENDPOINT_ANNOTATION,
     TOPIC_LABEL,
     ScalableTopic,
     Segment,
-    controller_lease_name,
     segment_object_name,
 )
 from scalable_topics.model.segment import SegmentInfo
@@ -57,22 +62,40 @@ def segment_object(
     }
 
 
+SYSTEM_NAMESPACE = "scalable-topics"
+
+
 def lease_object(
-    namespace: str, topic: str, holder: str, endpoint: str | None, transitions: int = 0
+    holder: str, endpoint: str | None, transitions: int = 0, shard: int = 0, count: int = 1
 ) -> dict[str, Any]:
-    metadata: dict[str, Any] = {"name": controller_lease_name(topic), "namespace": namespace}
+    """A shard Lease; with the default single shard, every topic's leader."""
+    annotations = {SHARD_COUNT_ANNOTATION: str(count)}
     if endpoint is not None:
-        metadata["annotations"] = {CONTROLLER_ENDPOINT_ANNOTATION: endpoint}
+        annotations[CONTROLLER_ENDPOINT_ANNOTATION] = endpoint
     return {
         "apiVersion": LEASE.api_version,
         "kind": LEASE.kind,
-        "metadata": metadata,
+        "metadata": {
+            "name": shard_lease_name(shard),
+            "namespace": SYSTEM_NAMESPACE,
+            "annotations": annotations,
+        },
         "spec": {
             "holderIdentity": holder,
             "leaseDurationSeconds": 15,
             "leaseTransitions": transitions,
         },
     }
+
+
+async def topic_lease(store: Store, namespace: str, topic: str) -> dict[str, Any]:
+    """The Lease of the shard that leads ``topic``, as the controllers announce them."""
+    leases = (await store.list(LEASE.kind, SYSTEM_NAMESPACE)).items
+    count = announced_shard_count(leases)
+    if count is None:  # no controller has announced its shards yet
+        raise NotFound(LEASE.kind, SYSTEM_NAMESPACE, shard_lease_name(0))
+    name = shard_lease_name(shard_of(namespace, topic, count))
+    return await store.get(LEASE.kind, SYSTEM_NAMESPACE, name)
 
 
 # -- writing them ---------------------------------------------------------------------------------
@@ -117,18 +140,11 @@ async def put_segments(
         await put_segment(store, namespace, topic, layout.get(segment_id), broker)
 
 
-async def put_lease(
-    store: Store,
-    namespace: str,
-    topic: str,
-    holder: str,
-    endpoint: str | None,
-    transitions: int = 0,
-) -> None:
-    """Create the topic's controller Lease or overwrite its holder and endpoint."""
-    wanted = lease_object(namespace, topic, holder, endpoint, transitions)
+async def put_lease(store: Store, holder: str, endpoint: str | None, transitions: int = 0) -> None:
+    """Create the single shard Lease or overwrite its holder and endpoint."""
+    wanted = lease_object(holder, endpoint, transitions)
     try:
-        current = await store.get(LEASE.kind, namespace, wanted["metadata"]["name"])
+        current = await store.get(LEASE.kind, SYSTEM_NAMESPACE, wanted["metadata"]["name"])
     except NotFound:
         await store.create(wanted)
         return

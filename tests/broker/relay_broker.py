@@ -3,6 +3,7 @@ tests of the relays of consumer registrations and exclusive producer grants."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -10,12 +11,13 @@ from pathlib import Path
 
 from aiohttp.test_utils import TestServer
 from broker_process import free_port
+from dag_objects import create_topic, put_lease, topic_lease
 from fake_controller import FakeController
 
 from scalable_topics.broker.app import build_app
 from scalable_topics.broker.config import BrokerConfig
-from scalable_topics.model.resources import CONTROLLER_ENDPOINT_ANNOTATION, controller_lease_name
 from scalable_topics.store import EmbeddedStore, NotFound
+from scalable_topics.store.informers import Informers
 
 
 @dataclass
@@ -25,39 +27,37 @@ class RelayBroker:
     controller: FakeController
 
     async def lead(self, controller: FakeController) -> None:
-        """Point the topic's Lease at ``controller``, as a new leader's acquisition does."""
-        name = controller_lease_name("orders")
-        annotations = {CONTROLLER_ENDPOINT_ANNOTATION: controller.url}
+        """Point the topic's shard Lease at ``controller``, as a new leader's acquisition
+        does."""
         try:
-            lease = await self.store.get("Lease", "default", name)
+            lease = await topic_lease(self.store, "default", "orders")
         except NotFound:
-            await self.store.create(
-                {
-                    "apiVersion": "coordination.k8s.io/v1",
-                    "kind": "Lease",
-                    "metadata": {"name": name, "namespace": "default", "annotations": annotations},
-                    "spec": {"holderIdentity": "fake", "leaseDurationSeconds": 15},
-                }
-            )
+            await put_lease(self.store, "fake", controller.url)
             return
-        lease["metadata"]["annotations"] = annotations
-        lease["spec"]["leaseTransitions"] = lease["spec"].get("leaseTransitions", 0) + 1
-        await self.store.replace(lease)
+        transitions = lease["spec"].get("leaseTransitions", 0) + 1
+        await put_lease(self.store, "fake", controller.url, transitions)
 
 
 @contextlib.asynccontextmanager
 async def relay_broker(tmp_path: Path) -> AsyncIterator[RelayBroker]:
     async with await EmbeddedStore.open(tmp_path / "store.db") as store:
+        await create_topic(store, "default", "orders", None)
         port = free_port()
         config = BrokerConfig(data_dir=tmp_path / "broker", store_url="embedded:unused", port=port)
-        server = TestServer(build_app(config, store=store), host="127.0.0.1", port=port)
+        informers = Informers(store, config.system_namespace)
+        informers.start()
+        server = TestServer(build_app(config, store, informers), host="127.0.0.1", port=port)
         await server.start_server()
         controller = FakeController()
         await controller.start()
         ready = RelayBroker(store, f"http://127.0.0.1:{port}", controller)
         await ready.lead(controller)
+        async with asyncio.timeout(10):  # the broker knows the topic and its leader
+            while informers.leader_endpoint("default", "orders") != controller.url:
+                await asyncio.sleep(0.01)
         try:
             yield ready
         finally:
             await server.close()
             await controller.close()
+            await informers.stop()

@@ -27,7 +27,9 @@ class RecordingGate:
     def mark_drained(self, namespace: str, topic: str, descriptor: str, subscription: str) -> None:
         self.drained.append((descriptor, subscription))
 
-    def listen(self, callback: Callable[[], None]) -> Callable[[], None]:
+    def listen(
+        self, namespace: str, topic: str, parents: tuple[int, ...], callback: Callable[[], None]
+    ) -> Callable[[], None]:
         return lambda: None
 
 

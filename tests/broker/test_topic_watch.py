@@ -65,13 +65,27 @@ async def client(app_broker: Broker) -> AsyncIterator[DagWatchClient]:
         await client.close()
 
 
-async def split_topic(store: EmbeddedStore) -> SegmentLayout:
+async def split_topic(broker: Broker) -> SegmentLayout:
     """shop/orders: two initial segments, segment 0 split into 2 and 3 (epoch 1), all placed,
-    and a controller elected."""
+    and a controller elected; returns once the broker's informers show all of it."""
+    store = broker.store
     layout = SegmentLayout.initial(2, AT).split(0, AT)
     await create_topic(store, NS, TOPIC, layout)
     await put_segments(store, NS, TOPIC, layout, {0: B0, 1: B1, 2: B0, 3: B2})
-    await put_lease(store, NS, TOPIC, "controller-0", CONTROLLER)
+    await put_lease(store, "controller-0", CONTROLLER)
+    informers = broker.hub.informers
+
+    def seen() -> bool:
+        placed = [
+            o for o in informers.segments_of(NS, TOPIC) if (o.get("status") or {}).get("broker")
+        ]
+        return (
+            len(placed) == 4
+            and ((informers.topics.get(NS, TOPIC) or {}).get("status") or {}).get("epoch") == 1
+            and informers.leader_endpoint(NS, TOPIC) == CONTROLLER
+        )
+
+    await eventually(seen, "the broker's informers show the split topic")
     return layout
 
 
@@ -88,7 +102,7 @@ async def eventually(condition: Callable[[], bool], what: str) -> None:
 async def test_the_first_update_carries_the_whole_dag_brokers_and_controller(
     app_broker: Broker, client: DagWatchClient
 ) -> None:
-    await split_topic(app_broker.store)
+    await split_topic(app_broker)
     update = await client.watch(1, "shop/orders")
     assert update.epoch == 1
     assert update.controller_endpoint == CONTROLLER
@@ -104,7 +118,7 @@ async def test_a_split_is_pushed_once_with_the_new_epoch_and_nodes(
     app_broker: Broker, client: DagWatchClient
 ) -> None:
     store = app_broker.store
-    layout = await split_topic(store)
+    layout = await split_topic(app_broker)
     await client.watch(1, "shop/orders")
 
     # What a controller writes for a split of segment 1: children placed first, the layout
@@ -135,7 +149,7 @@ async def test_a_split_is_pushed_once_with_the_new_epoch_and_nodes(
     await store.patch_status(
         ScalableTopic.KIND, NS, TOPIC, {"status": {"phase": "Ready", "activeSegments": 4}}
     )
-    await put_lease(store, NS, TOPIC, "controller-0", CONTROLLER)  # a renewal
+    await put_lease(store, "controller-0", CONTROLLER)  # a renewal
     await put_segment(store, NS, TOPIC, after.get(5), B0)  # segment 5 moved to broker 0
     push = await client.next_push(1)
     assert isinstance(push, TopicUpdate)
@@ -148,15 +162,15 @@ async def test_a_split_is_pushed_once_with_the_new_epoch_and_nodes(
 async def test_a_new_controller_and_a_released_lease_are_pushed(
     app_broker: Broker, client: DagWatchClient
 ) -> None:
-    await split_topic(app_broker.store)
+    await split_topic(app_broker)
     await client.watch(1, "shop/orders")
 
-    await put_lease(app_broker.store, NS, TOPIC, "controller-1", "http://controller-1:8080", 1)
+    await put_lease(app_broker.store, "controller-1", "http://controller-1:8080", 1)
     push = await client.next_push(1)
     assert isinstance(push, TopicUpdate)
     assert (push.epoch, push.controller_endpoint) == (1, "http://controller-1:8080")
 
-    await put_lease(app_broker.store, NS, TOPIC, "", None, 1)  # released: nobody leads
+    await put_lease(app_broker.store, "", None, 1)  # released: nobody leads
     push = await client.next_push(1)
     assert isinstance(push, TopicUpdate)
     assert push.controller_endpoint is None
@@ -166,7 +180,7 @@ async def test_watch_close_stops_the_pushes_of_that_watch_only(
     app_broker: Broker, client: DagWatchClient
 ) -> None:
     store = app_broker.store
-    layout = await split_topic(store)
+    layout = await split_topic(app_broker)
     await client.watch(1, "shop/orders")
     await client.watch(2, "shop/orders")
     assert app_broker.hub.watch_count == 2
@@ -191,7 +205,7 @@ async def test_watch_close_stops_the_pushes_of_that_watch_only(
 async def test_deleting_the_topic_closes_its_watches(
     app_broker: Broker, client: DagWatchClient
 ) -> None:
-    await split_topic(app_broker.store)
+    await split_topic(app_broker)
     await client.watch(1, "shop/orders")
     await app_broker.store.delete(ScalableTopic.KIND, NS, TOPIC)
 
@@ -209,7 +223,7 @@ async def test_a_topic_created_again_under_the_same_name_closes_the_old_watch(
     app_broker: Broker, client: DagWatchClient
 ) -> None:
     store = app_broker.store
-    await split_topic(store)
+    await split_topic(app_broker)
     await client.watch(1, "shop/orders")
     # Deleted and created again before the broker read it in between: a new uid.
     await store.delete(ScalableTopic.KIND, NS, TOPIC)
@@ -252,7 +266,7 @@ async def test_a_topic_without_a_layout_is_answered_when_its_first_layout_is_wri
 async def test_bad_watch_requests_are_refused_naming_the_problem(
     app_broker: Broker, client: DagWatchClient, topic: str, code: ErrorCode, names: str
 ) -> None:
-    await split_topic(app_broker.store)
+    await split_topic(app_broker)
     with pytest.raises(Refused) as refused:
         await client.watch(1, topic)
     assert refused.value.code is code
@@ -262,7 +276,7 @@ async def test_bad_watch_requests_are_refused_naming_the_problem(
 
 
 async def test_a_watch_id_in_use_is_refused(app_broker: Broker, client: DagWatchClient) -> None:
-    await split_topic(app_broker.store)
+    await split_topic(app_broker)
     await client.watch(1, "shop/orders")
     with pytest.raises(Refused) as refused:
         await client.watch(1, "shop/orders")
@@ -284,7 +298,7 @@ async def test_many_watches_share_the_brokers_store_watches_and_leave_none_behin
     first = await DagWatchClient.connect(app_broker.url)
     await first.watch(1, "shop/t0")
     # A push through each kind proves the hub's three store watches are established.
-    await put_lease(store, NS, "t0", "controller-0", CONTROLLER)
+    await put_lease(store, "controller-0", CONTROLLER)
     assert isinstance(await first.next_push(1), TopicUpdate)
     await put_segment(store, NS, "t0", layout.get(0), B2)
     assert isinstance(await first.next_push(1), TopicUpdate)

@@ -1,5 +1,5 @@
-"""The topic watch hub on its own, over the embedded store: gaps in its store watches, store
-failures, corrupt layouts, and what one client watch sends."""
+"""The topic watch hub on its own, over informers of the embedded store: gaps in their store
+watches, store failures, corrupt layouts, and what one client watch sends."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from dag_objects import AT, create_topic, put_lease, write_layout
+from dag_objects import AT, SYSTEM_NAMESPACE, create_topic, put_lease, write_layout
 
 from scalable_topics.broker.topic_view import TopicView, build_view
 from scalable_topics.broker.topic_watch import TopicWatch, TopicWatchHub
@@ -17,6 +17,7 @@ from scalable_topics.model.layout import SegmentLayout
 from scalable_topics.model.resources import ScalableTopic
 from scalable_topics.protocol import Command, Error, ErrorCode, TopicUpdate, WatchClosed
 from scalable_topics.store import EmbeddedStore, Expired, StoreError, Watch
+from scalable_topics.store.informers import Informers
 from scalable_topics.store.kinds import LEASE
 
 NS, TOPIC = "shop", "orders"
@@ -38,6 +39,34 @@ class Sink:
             return await self.frames.get()
 
 
+class GappyStore:
+    """The embedded store, except that its first Lease watch misses events and expires (a gap
+    its informer closes by listing again), and that it fails every call while ``failing``."""
+
+    def __init__(self, store: EmbeddedStore) -> None:
+        self._store = store
+        self.gap_over = asyncio.Event()
+        self.lease_watches = 0
+        self.failing = False
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    async def list(self, *args: Any, **kwargs: Any) -> Any:
+        if self.failing:
+            raise StoreError("the store is unreachable")
+        return await self._store.list(*args, **kwargs)
+
+    def watch(self, kind: str, *args: Any, **kwargs: Any) -> Watch:
+        if self.failing:
+            raise StoreError("the store is unreachable")
+        if kind == LEASE.kind:
+            self.lease_watches += 1
+            if self.lease_watches == 1:
+                return _StalledWatch(self.gap_over)  # type: ignore[return-value]
+        return self._store.watch(kind, *args, **kwargs)
+
+
 class _StalledWatch:
     """A store watch that delivers nothing until released, then raises Expired: a gap."""
 
@@ -50,41 +79,12 @@ class _StalledWatch:
     async def __aexit__(self, *exc: object) -> None:
         return None
 
-    async def aclose(self) -> None:
-        return None
-
     def __aiter__(self) -> _StalledWatch:
         return self
 
     async def __anext__(self) -> Any:
         await self._released.wait()
         raise Expired("1", "2")
-
-
-class GappyStore:
-    """The embedded store, except that its first Lease watch misses events and expires, and
-    that reads of ScalableTopics fail while ``failing`` is set."""
-
-    def __init__(self, store: EmbeddedStore) -> None:
-        self._store = store
-        self.gap_over = asyncio.Event()
-        self.lease_watches = 0
-        self.failing = False
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._store, name)
-
-    async def get(self, kind: str, namespace: str, name: str) -> dict[str, Any]:
-        if self.failing and kind == ScalableTopic.KIND:
-            raise StoreError("the store is unreachable")
-        return await self._store.get(kind, namespace, name)
-
-    def watch(self, kind: str, *args: Any, **kwargs: Any) -> Watch:
-        if kind == LEASE.kind:
-            self.lease_watches += 1
-            if self.lease_watches == 1:
-                return _StalledWatch(self.gap_over)  # type: ignore[return-value]
-        return self._store.watch(kind, *args, **kwargs)
 
 
 @pytest.fixture
@@ -94,12 +94,15 @@ async def store(tmp_path: Path) -> AsyncIterator[EmbeddedStore]:
 
 
 async def started(store: Any) -> AsyncIterator[TopicWatchHub]:
-    hub = TopicWatchHub(store, retry_seconds=0.05)
+    informers = Informers(store, SYSTEM_NAMESPACE)
+    informers.start()
+    hub = TopicWatchHub(informers)
     await hub.start()
     try:
         yield hub
     finally:
         await hub.stop()
+        await informers.stop()
 
 
 @pytest.fixture
@@ -120,14 +123,14 @@ async def test_a_change_missed_in_a_gap_of_a_store_watch_is_pushed_after_it(
     gappy = GappyStore(store)
     layout = SegmentLayout.initial(1, AT)
     await create_topic(store, NS, TOPIC, layout)
-    await put_lease(store, NS, TOPIC, "controller-0", "http://c0")
+    await put_lease(store, "controller-0", "http://c0")
     async for hub in started(gappy):
         sink = Sink()
         open_watch(hub, sink)
         first = await sink.next()
         assert isinstance(first, TopicUpdate) and first.controller_endpoint == "http://c0"
 
-        await put_lease(store, NS, TOPIC, "controller-1", "http://c1", 1)  # in the gap
+        await put_lease(store, "controller-1", "http://c1", 1)  # in the gap
         gappy.gap_over.set()
         push = await sink.next()
         assert isinstance(push, TopicUpdate)
@@ -135,7 +138,7 @@ async def test_a_change_missed_in_a_gap_of_a_store_watch_is_pushed_after_it(
         assert gappy.lease_watches == 2
 
 
-async def test_a_new_watch_is_refused_while_the_store_cannot_be_read(
+async def test_watches_are_served_from_the_caches_while_the_store_is_unreachable(
     store: EmbeddedStore,
 ) -> None:
     gappy = GappyStore(store)
@@ -147,20 +150,18 @@ async def test_a_new_watch_is_refused_while_the_store_cannot_be_read(
         assert isinstance(await established.next(), TopicUpdate)
 
         gappy.failing = True
-        refused = Sink()
-        open_watch(hub, refused, watch_id=2, request_id=20)
-        error = await refused.next()
-        assert isinstance(error, Error)
-        assert (error.request_id, error.code) == (20, ErrorCode.SERVICE_NOT_READY)
-        assert "the store is unreachable" in error.message
-        assert [w.watch_id for w in refused.ended] == [2]
+        later = Sink()
+        open_watch(hub, later, watch_id=2, request_id=20)
+        answer = await later.next()
+        assert isinstance(answer, TopicUpdate) and (answer.request_id, answer.epoch) == (20, 0)
 
-        # The established watch stays, and catches up once the store answers again.
+        # Both catch up once the store answers again.
         await write_layout(store, NS, TOPIC, SegmentLayout.initial(1, AT).split(0, AT))
         gappy.failing = False
-        push = await established.next()
-        assert isinstance(push, TopicUpdate) and push.epoch == 1
-        assert established.ended == []
+        for sink in (established, later):
+            push = await sink.next()
+            assert isinstance(push, TopicUpdate) and push.epoch == 1
+            assert sink.ended == []
 
 
 async def test_a_corrupt_layout_refuses_new_watches_and_keeps_established_ones(
@@ -174,7 +175,10 @@ async def test_a_corrupt_layout_refuses_new_watches_and_keeps_established_ones(
     # Segment 1 vanishes from the layout: the active ranges no longer cover the hash space.
     corrupt = SegmentLayout.initial(2, AT).to_status()
     corrupt["segments"] = corrupt["segments"][:1]
-    await store.patch_status(ScalableTopic.KIND, NS, TOPIC, {"status": corrupt})
+    written = await store.patch_status(ScalableTopic.KIND, NS, TOPIC, {"status": corrupt})
+    async with asyncio.timeout(WAIT):  # the hub's cache has the corrupt layout
+        while hub.informers.topics.get(NS, TOPIC) != written:
+            await asyncio.sleep(0.01)
     refused = Sink()
     open_watch(hub, refused, watch_id=2, request_id=20)
     error = await refused.next()
@@ -192,7 +196,9 @@ async def test_stopping_the_hub_closes_answered_watches_and_refuses_waiting_ones
 ) -> None:
     await create_topic(store, NS, TOPIC, SegmentLayout.initial(1, AT))
     await create_topic(store, NS, "unplaced", None)
-    hub = TopicWatchHub(store)
+    informers = Informers(store, SYSTEM_NAMESPACE)
+    informers.start()
+    hub = TopicWatchHub(informers)
     await hub.start()
     answered, waiting = Sink(), Sink()
     open_watch(hub, answered)
@@ -207,9 +213,11 @@ async def test_stopping_the_hub_closes_answered_watches_and_refuses_waiting_ones
         50,
         ErrorCode.SERVICE_NOT_READY,
     )
-    assert (hub.watch_count, hub.topic_count, store.open_watches) == (0, 0, 0)
+    assert (hub.watch_count, hub.topic_count) == (0, 0)
     with pytest.raises(Exception, match="shutting down"):
         open_watch(hub, Sink())
+    await informers.stop()
+    assert store.open_watches == 0
 
 
 # -- one watch's frames -------------------------------------------------------------------------

@@ -33,7 +33,7 @@ async def test_a_broker_process_serves_the_dag_pushes_a_split_and_closes_on_dele
     layout = SegmentLayout.initial(2, AT)
     await create_topic(store, NS, TOPIC, layout)
     await put_segments(store, NS, TOPIC, layout, {0: "ws://b0", 1: "ws://b1"})
-    await put_lease(store, NS, TOPIC, "controller-0", "http://c0")
+    await put_lease(store, "controller-0", "http://c0")
 
     client = await DagWatchClient.connect(broker.url)
     try:

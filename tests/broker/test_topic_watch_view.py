@@ -13,18 +13,16 @@ from hypothesis import strategies as st
 
 from scalable_topics.broker.topic_view import (
     build_view,
-    controller_endpoint,
     layout_key,
-    lease_changes_view,
     segment_changes_view,
     segment_placement,
     topic_changes_view,
-    topic_of_controller_lease,
 )
 from scalable_topics.model.errors import CorruptLayout
 from scalable_topics.model.hash_range import HashRange
 from scalable_topics.model.hashing import HASH_MAX, HASH_MIN
 from scalable_topics.model.layout import SegmentLayout
+from scalable_topics.model.ownership import lease_endpoint
 from scalable_topics.model.segment import SegmentState
 from scalable_topics.protocol import SegmentNode, TopicUpdate, decode_frame, encode_frame
 
@@ -65,7 +63,7 @@ def test_the_view_is_the_layout_with_each_placed_segments_broker(
     segments += [segment_object(NS, "other", layout.get(i), "ws://elsewhere") for i in ids]
     segments += [{"spec": {"topic": TOPIC, "segmentId": "x"}}, {"metadata": {}}]
     endpoint = data.draw(st.none() | st.just("http://controller:8080"))
-    lease = lease_object(NS, TOPIC, "controller-0", endpoint)
+    lease = lease_object("controller-0", endpoint)
 
     view = build_view(topic_object(NS, TOPIC, layout), segments, lease)
 
@@ -114,23 +112,18 @@ def test_the_nodes_name_pruned_parents_as_the_layout_does() -> None:
     ("lease", "endpoint"),
     [
         (None, None),
-        (lease_object(NS, TOPIC, "controller-0", "http://c0"), "http://c0"),
-        (lease_object(NS, TOPIC, "controller-0", None), None),
-        (lease_object(NS, TOPIC, "", "http://c0"), None),  # released
-        (lease_object(NS, TOPIC, "controller-0", ""), None),
+        (lease_object("controller-0", "http://c0"), "http://c0"),
+        (lease_object("controller-0", None), None),
+        (lease_object("", "http://c0"), None),  # released
+        (lease_object("controller-0", ""), None),
     ],
 )
 def test_the_controller_endpoint_is_announced_only_by_a_held_lease(
     lease: dict[str, Any] | None, endpoint: str | None
 ) -> None:
-    assert controller_endpoint(lease) == endpoint
-
-
-def test_controller_leases_are_told_from_other_leases_by_name() -> None:
-    assert topic_of_controller_lease("orders-controller") == "orders"
-    assert topic_of_controller_lease("a-controller-controller") == "a-controller"
-    assert topic_of_controller_lease("-controller") is None
-    assert topic_of_controller_lease("broker-0") is None
+    assert lease_endpoint(lease) == endpoint
+    view = build_view(topic_object(NS, TOPIC, SegmentLayout.initial(1, AT)), [], lease)
+    assert view is not None and view.controller_endpoint == endpoint
 
 
 def test_segment_placement_reads_topic_id_and_broker() -> None:
@@ -167,14 +160,3 @@ def test_only_broker_changes_of_segments_in_the_view_matter() -> None:
     assert not segment_changes_view(view, 1, None, deleted=True)  # was never placed
     assert not segment_changes_view(view, 7, BROKERS[0], deleted=False)  # not in the layout
     assert not segment_changes_view(None, 0, BROKERS[0], deleted=False)
-
-
-def test_only_endpoint_changes_of_the_lease_matter() -> None:
-    lease = lease_object(NS, TOPIC, "controller-0", "http://c0")
-    view = build_view(topic_object(NS, TOPIC, SegmentLayout.initial(1, AT)), [], lease)
-    renewed = {**lease, "spec": {**lease["spec"], "renewTime": "2024-05-01T12:00:02.000000Z"}}
-    assert not lease_changes_view(view, renewed)
-    assert lease_changes_view(view, lease_object(NS, TOPIC, "controller-1", "http://c1"))
-    assert lease_changes_view(view, lease_object(NS, TOPIC, "", "http://c0"))
-    assert lease_changes_view(view, None)
-    assert not lease_changes_view(None, lease)

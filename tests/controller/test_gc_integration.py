@@ -108,9 +108,9 @@ async def test_a_subscription_a_consumer_made_holds_the_segment_too(cluster: Clu
     await drain(broker, NAMESPACE, TOPIC, 0, "billing", 3)
     # Created at Earliest by a client on the sealed segment: three messages unacknowledged.
     await cluster.admin.create_subscription(broker, NAMESPACE, TOPIC, PARENT, "replay")
-    outcome = await SegmentCollector(cluster.store, cluster.admin, SystemClock()).collect(
-        NAMESPACE, TOPIC
-    )
+    outcome = await SegmentCollector(
+        cluster.store, cluster.informers, cluster.admin, SystemClock()
+    ).collect(NAMESPACE, TOPIC)
     assert outcome.pruned == []
     assert outcome.kept == {0: "subscriptions replay are not drained"}
     assert 0 in await segments_by_id(cluster.store)
@@ -133,7 +133,7 @@ async def test_nothing_is_pruned_while_a_split_is_pending(cluster: Cluster) -> N
     }
     written = await cluster.store.replace_status(raw)
 
-    collector = SegmentCollector(cluster.store, cluster.admin, SystemClock())
+    collector = SegmentCollector(cluster.store, cluster.informers, cluster.admin, SystemClock())
     outcome = await collector.collect(NAMESPACE, TOPIC)
     assert (outcome.pruned, outcome.finished) == ([], [])
     unchanged = await cluster.store.get(ScalableTopic.KIND, NAMESPACE, TOPIC)
@@ -175,7 +175,9 @@ async def test_a_pass_that_died_after_the_layout_is_finished_by_the_next(
     assert await cluster.lifecycle().reconcile(NAMESPACE, TOPIC)
     await drain(broker, NAMESPACE, TOPIC, 0, "billing", 3)
 
-    dying = SegmentCollector(cluster.store, DiesDeletingStorage(cluster.admin), SystemClock())
+    dying = SegmentCollector(
+        cluster.store, cluster.informers, DiesDeletingStorage(cluster.admin), SystemClock()
+    )
     with pytest.raises(RuntimeError):
         await dying.collect(NAMESPACE, TOPIC)
     topic = await read_topic(cluster.store)
@@ -185,6 +187,7 @@ async def test_a_pass_that_died_after_the_layout_is_finished_by_the_next(
 
     dying_later = SegmentCollector(
         DiesDeletingObjects(cluster.store),  # type: ignore[arg-type]
+        cluster.informers,
         cluster.admin,
         SystemClock(),
     )
@@ -193,9 +196,9 @@ async def test_a_pass_that_died_after_the_layout_is_finished_by_the_next(
     assert not await storage_exists(cluster, broker, PARENT)
     assert 0 in await segments_by_id(cluster.store)
 
-    outcome = await SegmentCollector(cluster.store, cluster.admin, SystemClock()).collect(
-        NAMESPACE, TOPIC
-    )
+    outcome = await SegmentCollector(
+        cluster.store, cluster.informers, cluster.admin, SystemClock()
+    ).collect(NAMESPACE, TOPIC)
     assert outcome.finished == [f"{TOPIC}-{PARENT}"]
     assert outcome.pruned == []
     assert sorted(await segments_by_id(cluster.store)) == [1, 2]
@@ -208,7 +211,7 @@ async def test_without_subscriptions_retention_decides(cluster: Cluster) -> None
         cluster, subscriptions=[], retention={"maxAgeSeconds": 3600}, clock=clock
     )
     assert await cluster.lifecycle(clock).reconcile(NAMESPACE, TOPIC)
-    collector = SegmentCollector(cluster.store, cluster.admin, clock)
+    collector = SegmentCollector(cluster.store, cluster.informers, cluster.admin, clock)
     clock.advance(3599)
     outcome = await collector.collect(NAMESPACE, TOPIC)
     assert outcome.kept == {0: "no subscription, within the retention"}
@@ -267,7 +270,7 @@ async def test_without_subscriptions_a_size_limit_counts_the_newer_segments(
     raw["spec"]["retention"] = {"maxSizeBytes": parent_size}  # keep as much as the parent holds
     await cluster.store.replace(raw)
     assert await cluster.lifecycle().reconcile(NAMESPACE, TOPIC)
-    collector = SegmentCollector(cluster.store, cluster.admin, SystemClock())
+    collector = SegmentCollector(cluster.store, cluster.informers, cluster.admin, SystemClock())
     assert (await collector.collect(NAMESPACE, TOPIC)).kept == {
         0: "no subscription, within the retention"
     }

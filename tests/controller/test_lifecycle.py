@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -9,17 +10,21 @@ from pathlib import Path
 import aiohttp
 import pytest
 from aiohttp.test_utils import TestServer
+from topic_cluster import controller_informers, until_cached
 
 from scalable_topics.admin.broker_admin import BrokerAdmin
+from scalable_topics.controller.brokers import registered_brokers
 from scalable_topics.controller.lifecycle import LeaderIdentity, TopicLifecycle
 from scalable_topics.model.clock import SystemClock
 from scalable_topics.model.resources import FINALIZER, TOPIC_LABEL, ScalableTopic, Segment
-from scalable_topics.store import EmbeddedStore
+from scalable_topics.store import EmbeddedStore, Store
+from scalable_topics.store.informers import Informers
 
 
 @dataclass
 class Cluster:
-    store: EmbeddedStore
+    store: Store
+    informers: Informers
     lifecycle: TopicLifecycle
     admin: BrokerAdmin
     broker_urls: list[str]
@@ -28,19 +33,26 @@ class Cluster:
 @pytest.fixture
 async def cluster(tmp_path: Path, make_broker: Callable[..., TestServer]) -> AsyncIterator[Cluster]:
     async with (
-        await EmbeddedStore.open(tmp_path / "store.db") as store,
+        await EmbeddedStore.open(tmp_path / "store.db") as raw_store,
         aiohttp.ClientSession() as http,
+        controller_informers(raw_store) as (store, informers),
     ):
         servers = []
         for index in range(2):
-            server = make_broker(store, f"b{index}")
+            server = make_broker(raw_store, f"b{index}")
             await server.start_server()
             servers.append(server)
         try:
             admin = BrokerAdmin(http)
             leader = LeaderIdentity("controller-0", "ws://controller-0:8080", 1)
-            lifecycle = TopicLifecycle(store, admin, SystemClock(), leader, "scalable-topics")
-            yield Cluster(store, lifecycle, admin, [f"ws://127.0.0.1:{s.port}" for s in servers])
+            lifecycle = TopicLifecycle(
+                store, informers, admin, SystemClock(), leader, "scalable-topics"
+            )
+            urls = [f"ws://127.0.0.1:{s.port}" for s in servers]
+            async with asyncio.timeout(20):
+                while len(registered_brokers(informers)) < 2:
+                    await asyncio.sleep(0.01)
+            yield Cluster(store, informers, lifecycle, admin, urls)
         finally:
             for server in servers:
                 await server.close()
@@ -109,7 +121,8 @@ async def test_deleting_a_topic_removes_everything_even_what_is_already_gone(
     assert await cluster.admin.delete_segment(
         first.status.broker, "default", "orders", "0000-7fff-0"
     )
-    await cluster.store.delete(ScalableTopic.KIND, "default", "orders")  # held by the finalizer
+    marked = await cluster.store.delete(ScalableTopic.KIND, "default", "orders")  # finalizer
+    await until_cached(cluster.informers, marked)
     assert await cluster.lifecycle.reconcile("default", "orders")
     assert (await cluster.store.list(ScalableTopic.KIND)).items == []
     assert (await cluster.store.list(Segment.KIND)).items == []
@@ -124,6 +137,7 @@ async def test_a_new_leader_shows_itself_in_the_status(cluster: Cluster) -> None
     assert await cluster.lifecycle.reconcile("default", "orders")
     successor = TopicLifecycle(
         cluster.store,
+        cluster.informers,
         cluster.admin,
         SystemClock(),
         LeaderIdentity("controller-1", "ws://controller-1:8080", 2),

@@ -6,6 +6,7 @@ tests/controller/test_scaling_faults.py does the same with SIGKILL and real proc
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,10 +15,12 @@ from typing import Any
 import aiohttp
 import pytest
 from aiohttp.test_utils import TestServer
+from topic_cluster import controller_informers, until_cached
 from wire_client import WireClient
 
 from scalable_topics.admin.broker_admin import BrokerAdmin
 from scalable_topics.controller import scaling
+from scalable_topics.controller.brokers import registered_brokers
 from scalable_topics.controller.lifecycle import LeaderIdentity, TopicLifecycle
 from scalable_topics.controller.scaling import TopicScaler
 from scalable_topics.model.clock import SystemClock
@@ -29,7 +32,8 @@ from scalable_topics.model.scale_request import (
     SPLIT_ANNOTATION,
 )
 from scalable_topics.protocol import BatchMessage, SegmentSubscriptionType
-from scalable_topics.store import Conflict, EmbeddedStore
+from scalable_topics.store import Conflict, EmbeddedStore, NotFound, Store
+from scalable_topics.store.informers import Informers
 from scalable_topics.store.kinds import EVENT
 
 TOPIC = "default/orders"
@@ -41,7 +45,8 @@ class LeaderDied(Exception):
 
 @dataclass
 class Cluster:
-    store: EmbeddedStore
+    store: Store  # writes through the informers
+    informers: Informers
     admin: BrokerAdmin
     http: aiohttp.ClientSession
     broker_urls: list[str]
@@ -52,10 +57,30 @@ class Cluster:
         self.term += 1
         clock = SystemClock()
         identity = LeaderIdentity(f"controller-{self.term}", None, self.term)
-        lifecycle = TopicLifecycle(self.store, self.admin, clock, identity, "scalable-topics")
-        return lifecycle, TopicScaler(self.store, self.admin, clock, lifecycle, lifecycle.events)
+        lifecycle = TopicLifecycle(
+            self.store, self.informers, self.admin, clock, identity, "scalable-topics"
+        )
+        scaler = TopicScaler(
+            self.store, self.informers, self.admin, clock, lifecycle, lifecycle.events
+        )
+        return lifecycle, scaler
+
+    async def caught_up(self) -> None:
+        """Wait until the controller's informers show the topic and its segments as the store
+        has them now (writes of brokers and of the test itself arrive through watches)."""
+        try:
+            await until_cached(
+                self.informers, await self.store.get(ScalableTopic.KIND, "default", "orders")
+            )
+        except NotFound:
+            async with asyncio.timeout(20):
+                while self.informers.topics.get("default", "orders") is not None:
+                    await asyncio.sleep(0.005)
+        for segment in (await self.store.list(Segment.KIND, namespace="default")).items:
+            await until_cached(self.informers, segment)
 
     async def settle(self) -> ScalableTopic:
+        await self.caught_up()
         lifecycle, scaler = self.leader()
         assert await lifecycle.reconcile("default", "orders")
         await scaler.advance("default", "orders")
@@ -80,6 +105,7 @@ class Cluster:
             "orders",
             {"metadata": {"annotations": {annotation: value}}},
         )
+        await self.caught_up()
 
     async def events(self) -> list[tuple[str, str, str]]:
         listing = await self.store.list(EVENT.kind, namespace="default")
@@ -89,17 +115,25 @@ class Cluster:
 @pytest.fixture
 async def cluster(tmp_path: Path, make_broker: Callable[..., TestServer]) -> AsyncIterator[Cluster]:
     async with (
-        await EmbeddedStore.open(tmp_path / "store.db") as store,
+        await EmbeddedStore.open(tmp_path / "store.db") as raw_store,
         aiohttp.ClientSession() as http,
+        controller_informers(raw_store) as (store, informers),
     ):
         servers = []
         for index in range(2):
-            server = make_broker(store, f"b{index}")
+            server = make_broker(raw_store, f"b{index}")
             await server.start_server()
             servers.append(server)
+        async with asyncio.timeout(20):
+            while len(registered_brokers(informers)) < 2:
+                await asyncio.sleep(0.01)
         try:
             yield Cluster(
-                store, BrokerAdmin(http), http, [f"ws://127.0.0.1:{s.port}" for s in servers]
+                store,
+                informers,
+                BrokerAdmin(http),
+                http,
+                [f"ws://127.0.0.1:{s.port}" for s in servers],
             )
         finally:
             for server in servers:
@@ -407,6 +441,7 @@ async def test_deleting_a_topic_in_the_middle_of_a_split_leaves_nothing_behind(
         await scaler.advance("default", "orders")
     assert sorted(await cluster.segments()) == [0, 1, 2, 3]  # children exist, layout unchanged
     await cluster.store.delete(ScalableTopic.KIND, "default", "orders")
+    await cluster.caught_up()
     lifecycle, scaler = cluster.leader()
     assert await lifecycle.reconcile("default", "orders")
     await scaler.advance("default", "orders")  # nothing to do for a deleted topic

@@ -159,7 +159,9 @@ class CrashingAdmin(BrokerAdmin):
 async def test_a_pass_that_died_half_way_is_finished_by_the_next(cluster: Cluster) -> None:
     await topic_with_a_sealed_segment(cluster)
     await set_subscriptions(cluster.store, [("billing", "Stream"), ("audit", "Queue")])
-    crashing = SubscriptionSync(cluster.store, CrashingAdmin(cluster.admin, 2), SystemClock())
+    crashing = SubscriptionSync(
+        cluster.store, cluster.informers, CrashingAdmin(cluster.admin, 2), SystemClock()
+    )
     with pytest.raises(RuntimeError):
         await crashing.reconcile(NAMESPACE, TOPIC)
     topic = await read_topic(cluster.store)
@@ -167,9 +169,9 @@ async def test_a_pass_that_died_half_way_is_finished_by_the_next(cluster: Cluste
     on_brokers = await subscriptions_on_brokers(cluster)
     assert sum("audit" in names for names in on_brokers.values()) == 2  # of 4
 
-    assert await SubscriptionSync(cluster.store, cluster.admin, SystemClock()).reconcile(
-        NAMESPACE, TOPIC
-    )
+    assert await SubscriptionSync(
+        cluster.store, cluster.informers, cluster.admin, SystemClock()
+    ).reconcile(NAMESPACE, TOPIC)
     on_brokers = await subscriptions_on_brokers(cluster)
     assert all(names == ["audit", "billing"] for names in on_brokers.values())
     topic = await read_topic(cluster.store)
@@ -218,7 +220,7 @@ async def test_while_a_split_is_pending_nothing_is_concluded(cluster: Cluster) -
     await cluster.store.replace_status(raw)
     await set_subscriptions(cluster.store, [("billing", "Stream"), ("audit", "Queue")])
 
-    sync = SubscriptionSync(cluster.store, cluster.admin, SystemClock())
+    sync = SubscriptionSync(cluster.store, cluster.informers, cluster.admin, SystemClock())
     assert await sync.reconcile(NAMESPACE, TOPIC)  # not a failure: waiting
     on_brokers = await subscriptions_on_brokers(cluster)
     assert all("audit" in names for names in on_brokers.values())

@@ -3,6 +3,7 @@ integration tests (subscriptions, stats, garbage collection)."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -13,18 +14,26 @@ import aiohttp
 from aiohttp.test_utils import TestServer
 
 from scalable_topics.admin.broker_admin import BrokerAdmin
+from scalable_topics.controller.brokers import registered_brokers
 from scalable_topics.controller.lifecycle import LeaderIdentity, TopicLifecycle
 from scalable_topics.model.clock import Clock, SystemClock
 from scalable_topics.model.layout import SegmentLayout
 from scalable_topics.model.resources import TOPIC_LABEL, ScalableTopic, Segment
-from scalable_topics.store import EmbeddedStore
+from scalable_topics.store import EmbeddedStore, Store
+from scalable_topics.store.informers import Informers
+from scalable_topics.store.write_through import WriteThroughStore
 
 NAMESPACE, TOPIC = "default", "orders"
+WAIT = 20.0
 
 
 @dataclass
 class Cluster:
-    store: EmbeddedStore
+    """``store`` writes through the controller's ``informers``: what a test writes there, a
+    controller pass reads at once; brokers' writes arrive through the informers' watches."""
+
+    store: WriteThroughStore
+    informers: Informers
     admin: BrokerAdmin
     servers: list[TestServer]
 
@@ -35,8 +44,52 @@ class Cluster:
     def lifecycle(self, clock: Clock | None = None) -> TopicLifecycle:
         leader = LeaderIdentity("controller-0", "ws://controller-0:8080", 1)
         return TopicLifecycle(
-            self.store, self.admin, clock or SystemClock(), leader, "scalable-topics"
+            self.store,
+            self.informers,
+            self.admin,
+            clock or SystemClock(),
+            leader,
+            "scalable-topics",
         )
+
+    async def settled(self, check: Callable[[], bool], what: str) -> None:
+        """Wait until the controller's informers show ``check`` (a broker's write, say)."""
+        try:
+            async with asyncio.timeout(WAIT):
+                while not check():
+                    await asyncio.sleep(0.01)
+        except TimeoutError:
+            raise AssertionError(f"the informers never showed {what}") from None
+
+
+async def until_cached(informers: Informers, written: dict[str, Any]) -> None:
+    """Wait until the informers hold ``written`` (or a later version of the object): after a
+    write that did not go through them (a patch with no resourceVersion, another process's)."""
+    informer = next(i for i in informers.all if i.kind == written["kind"])
+    metadata = written["metadata"]
+    version = int(metadata["resourceVersion"])
+    try:
+        async with asyncio.timeout(WAIT):
+            while True:
+                cached = informer.get(metadata.get("namespace", ""), metadata["name"])
+                if cached is not None and int(cached["metadata"]["resourceVersion"]) >= version:
+                    return
+                await asyncio.sleep(0.005)
+    except TimeoutError:
+        raise AssertionError(f"the informers never showed {metadata['name']}") from None
+
+
+@asynccontextmanager
+async def controller_informers(store: Store) -> AsyncIterator[tuple[WriteThroughStore, Informers]]:
+    """Running informers on ``store``, and the store writing through them, as a controller
+    process has them."""
+    informers = Informers(store, "scalable-topics")
+    informers.start()
+    try:
+        await informers.wait_synced()
+        yield informers.writing_through(store), informers
+    finally:
+        await informers.stop()
 
 
 @asynccontextmanager
@@ -47,16 +100,26 @@ async def running_cluster(
         await EmbeddedStore.open(tmp_path / "store.db") as store,
         aiohttp.ClientSession() as http,
     ):
+        informers = Informers(store, "scalable-topics")
+        informers.start()
         servers: list[TestServer] = []
         try:
             for index in range(brokers):
                 server = make_broker(store, f"b{index}")
                 await server.start_server()
                 servers.append(server)
-            yield Cluster(store, BrokerAdmin(http), servers)
+            await informers.wait_synced()
+            cluster = Cluster(
+                informers.writing_through(store), informers, BrokerAdmin(http), servers
+            )
+            await cluster.settled(
+                lambda: len(registered_brokers(informers)) == brokers, "every broker registered"
+            )
+            yield cluster
         finally:
             for server in servers:
                 await server.close()
+            await informers.stop()
 
 
 def topic_manifest(
@@ -75,11 +138,11 @@ def topic_manifest(
     ).to_wire()
 
 
-async def read_topic(store: EmbeddedStore) -> ScalableTopic:
+async def read_topic(store: Store) -> ScalableTopic:
     return ScalableTopic.model_validate(await store.get(ScalableTopic.KIND, NAMESPACE, TOPIC))
 
 
-async def segments_by_id(store: EmbeddedStore) -> dict[int, Segment]:
+async def segments_by_id(store: Store) -> dict[int, Segment]:
     listing = await store.list(
         Segment.KIND, namespace=NAMESPACE, label_selector=f"{TOPIC_LABEL}={TOPIC}"
     )
@@ -87,7 +150,7 @@ async def segments_by_id(store: EmbeddedStore) -> dict[int, Segment]:
     return {s.spec.segment_id: s for s in segments}
 
 
-async def set_subscriptions(store: EmbeddedStore, subscriptions: Sequence[tuple[str, str]]) -> None:
+async def set_subscriptions(store: Store, subscriptions: Sequence[tuple[str, str]]) -> None:
     """Change spec.subscriptions, as ``kubectl edit`` would."""
     raw = await store.get(ScalableTopic.KIND, NAMESPACE, TOPIC)
     raw["spec"]["subscriptions"] = [{"name": n, "type": t} for n, t in subscriptions]

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
+import itertools
 from collections.abc import Callable
 
 import pytest
 from store_testkit import (
     LEASE,
+    TIMEOUT,
     TOPIC,
     Backend,
     events_through,
@@ -754,3 +757,33 @@ async def test_calls_after_close_raise_store_closed(store_backend: Backend) -> N
     await store.close()  # closing twice is harmless
     other = await store_backend.new_store()
     assert await other.get(TOPIC, "default", "a") == created
+
+
+async def test_a_bookmark_tells_a_quiet_watch_where_to_resume(store_backend: Backend) -> None:
+    """Writes of another kind move the history on; the bookmarks a topic watch gets keep a
+    place to resume from that is still in it."""
+    if not store_backend.compacts_on_request:
+        pytest.skip(f"{store_backend.name} keeps history its own way")
+    store = await store_backend.new_store(history_limit=5)
+    start = (await store.list(TOPIC)).resource_version
+    bookmark: str | None = None
+    async with store.watch(TOPIC, resource_version=start, allow_bookmarks=True) as events:
+        async with asyncio.timeout(TIMEOUT):
+            for i in itertools.count():
+                written = rv(await store.create(lease_object(f"l-{i}")))
+                with contextlib.suppress(TimeoutError):
+                    event = await next_event(events, 0.02)
+                    assert event.type is EventType.BOOKMARK
+                    assert set(event.object["metadata"]) == {"resourceVersion"}
+                    if int(event.resource_version) >= int(start) + 6:
+                        assert int(event.resource_version) <= written
+                        bookmark = event.resource_version
+                        break
+    assert bookmark is not None
+    with pytest.raises(Expired):
+        async with store.watch(TOPIC, resource_version=start) as events:
+            await next_event(events)
+    after = await store.create(topic("after"))
+    async with store.watch(TOPIC, resource_version=bookmark) as events:
+        event = await next_event(events)
+    assert (event.type, event.object) == (EventType.ADDED, after)

@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator
 from aiohttp import web
 
 from ..store import Store, open_store
+from ..store.informers import Informers
 from ..tasks import cancel_and_wait
 from .admin import REGISTRY_KEY, TOKEN_KEY, add_routes, admin_errors
 from .config import BrokerConfig
@@ -52,8 +53,11 @@ async def websocket(request: web.Request) -> web.WebSocketResponse:
     return ws
 
 
-def build_app(config: BrokerConfig, store: Store | None = None) -> web.Application:
-    """The broker application; ``store`` defaults to opening ``config.store_url``."""
+def build_app(
+    config: BrokerConfig, store: Store | None = None, informers: Informers | None = None
+) -> web.Application:
+    """The broker application; ``store`` defaults to opening ``config.store_url``, and
+    ``informers`` (running ones, shared with a controller in the same process) to its own."""
     app = web.Application(middlewares=[admin_errors])
     app[CONFIG_KEY] = config
     if config.auth_token is not None:
@@ -63,15 +67,19 @@ def build_app(config: BrokerConfig, store: Store | None = None) -> web.Applicati
         owned = store is None
         backend = open_store(config.store_url) if store is None else store
         app[STORE_KEY] = backend
-        markers = DrainMarkers(backend)
+        own_informers = informers is None
+        cached = Informers(backend, config.system_namespace) if informers is None else informers
+        if own_informers:
+            cached.start()
+        markers = DrainMarkers(backend, cached)
         await markers.start()
         registry = SegmentRegistry(config, markers)
         await registry.start()
         app[REGISTRY_KEY] = registry
-        topic_watches = TopicWatchHub(backend)
+        topic_watches = TopicWatchHub(cached)
         await topic_watches.start()
         app[TOPIC_WATCHES_KEY] = topic_watches
-        controller_links = ControllerLinks(backend, config)
+        controller_links = ControllerLinks(cached, config)
         await controller_links.start()
         app[CONTROLLER_LINKS_KEY] = controller_links
         registration = Registration(backend, config, lambda: _load(registry))
@@ -87,6 +95,8 @@ def build_app(config: BrokerConfig, store: Store | None = None) -> web.Applicati
             await cancel_and_wait(retention)
             await registry.close()
             await markers.stop()
+            if own_informers:
+                await cached.stop()
             if owned:
                 await backend.close()
 

@@ -1,7 +1,7 @@
 """What the relays of consumer registrations and exclusive producer grants share.
 
 A relayed request goes to the topic's leader, found through the endpoint annotation of the
-topic's controller Lease, over one link per controller endpoint and client connection
+Lease of the topic's ownership shard, over one link per controller endpoint and client connection
 (:class:`ConnectionLinks`, shared by both relays of a connection). When the leader goes away
 (the link drops, or it answers NotLeader) the relay asks whoever leads next, with backoff
 (:func:`follow_leader`); when the client's connection ends, its relays stop and its links close.
@@ -20,14 +20,12 @@ from typing import Any, Generic, TypeVar
 
 import aiohttp
 
-from ..model.resources import ScalableTopic, controller_lease_name
 from ..protocol import Command, ErrorCode
-from ..store import NotFound, Store, StoreError
-from ..store.kinds import LEASE
+from ..store import StoreError
+from ..store.informers import Informers
 from .config import BrokerConfig
 from .controller_link import ControllerLink, LinkLost, LinkRefused
 from .errors import BrokerError
-from .topic_view import controller_endpoint
 
 log = logging.getLogger(__name__)
 
@@ -38,10 +36,11 @@ TRANSIENT = frozenset({ErrorCode.NOT_LEADER, ErrorCode.SERVICE_NOT_READY})
 
 
 class ControllerLinks:
-    """The broker-wide part: the store (for the Leases) and one HTTP client for the links."""
+    """The broker-wide part: the informers (for the shard Leases) and one HTTP client for the
+    links."""
 
-    def __init__(self, store: Store, config: BrokerConfig) -> None:
-        self._store = store
+    def __init__(self, informers: Informers, config: BrokerConfig) -> None:
+        self._informers = informers
         self._config = config
         self._http: aiohttp.ClientSession | None = None
         self._finishing: set[asyncio.Task[None]] = set()
@@ -65,21 +64,14 @@ class ControllerLinks:
         """The links of one client connection."""
         return ConnectionLinks(self)
 
-    async def leader_endpoint(self, namespace: str, name: str) -> str | None:
+    def leader_endpoint(self, namespace: str, name: str) -> str | None:
         """Where the topic's leader takes requests; None while nobody leads it. Raises
         BrokerError(TopicNotFound) when there is no such topic."""
-        try:
-            lease = await self._store.get(LEASE.kind, namespace, controller_lease_name(name))
-        except NotFound:
-            lease = None
-        endpoint = controller_endpoint(lease)
-        if endpoint is None:
-            try:
-                await self._store.get(ScalableTopic.KIND, namespace, name)
-            except NotFound:
-                raise BrokerError(
-                    ErrorCode.TOPIC_NOT_FOUND, f"no topic {namespace}/{name}"
-                ) from None
+        endpoint = self._informers.leader_endpoint(namespace, name)
+        if endpoint is None and self._informers.topics.get(namespace, name) is None:
+            if not self._informers.topics.synced:
+                return None  # not known yet: asked again with backoff
+            raise BrokerError(ErrorCode.TOPIC_NOT_FOUND, f"no topic {namespace}/{name}")
         return endpoint
 
     async def open_link(self, endpoint: str) -> ControllerLink:
@@ -110,7 +102,7 @@ class ConnectionLinks:
 
     async def leader(self, namespace: str, name: str) -> ControllerLink:
         """The link to the topic's leader; LinkLost while nobody leads it."""
-        endpoint = await self._shared.leader_endpoint(namespace, name)
+        endpoint = self._shared.leader_endpoint(namespace, name)
         if endpoint is None:
             raise LinkLost(f"no controller leads {namespace}/{name} right now")
         opening = self._links.get(endpoint)

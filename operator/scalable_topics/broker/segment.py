@@ -66,7 +66,11 @@ class DrainGate(Protocol):
         self, namespace: str, topic: str, descriptor: str, subscription: str
     ) -> None: ...
 
-    def listen(self, callback: Callable[[], None]) -> Callable[[], None]: ...
+    def listen(
+        self, namespace: str, topic: str, parents: tuple[int, ...], callback: Callable[[], None]
+    ) -> Callable[[], None]:
+        """Call ``callback`` whenever the parents' markers may have changed."""
+        ...
 
 
 _DEDUP_SNAPSHOT_EVERY = 10_000
@@ -126,7 +130,7 @@ class HostedSegment:
         self.load = SegmentLoad(config.load_window_seconds, monotonic)
         self.messages_in_total = 0
         self.bytes_in_total = 0
-        self._unlisten = gate.listen(self._gate_changed)
+        self._unlisten = gate.listen(meta.namespace, meta.topic, meta.parents, self._gate_changed)
 
     # -- opening --------------------------------------------------------------------------------
 

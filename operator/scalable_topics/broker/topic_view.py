@@ -1,11 +1,10 @@
 """What a DAG watch reports for one topic, and which store changes can alter it. Pure: no I/O.
 
-A view is built from three objects read in this order: the ScalableTopic (its layout status),
-the topic's Segment objects (where each segment is served) and the topic's controller Lease
-(where its controller takes registrations). The ``*_changes_view`` predicates tell the watch
-hub whether a store event can make the next view differ from the one it holds, so that the
-frequent writes that cannot (lease renewals, load samples, drained markers, consumer
-registrations) cost no store reads.
+A view is built from three objects: the ScalableTopic (its layout status), the topic's Segment
+objects (where each segment is served) and the Lease of the topic's ownership shard (where its
+controller takes registrations). The ``*_changes_view`` predicates tell the watch hub whether
+an informer change can make the next view differ from the one it holds, so that the frequent
+writes that cannot (load samples, drained markers, consumer registrations) cost no rebuild.
 """
 
 from __future__ import annotations
@@ -15,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..model.layout import SegmentLayout
-from ..model.resources import CONTROLLER_ENDPOINT_ANNOTATION, CONTROLLER_LEASE_SUFFIX
+from ..model.ownership import lease_endpoint
 from ..protocol import SegmentNode
 
 
@@ -79,7 +78,7 @@ def build_view(
         )
         for info in layout.segments.values()
     )
-    return TopicView(_uid(topic), layout.epoch, nodes, controller_endpoint(lease))
+    return TopicView(_uid(topic), layout.epoch, nodes, lease_endpoint(lease))
 
 
 def segment_placement(obj: Mapping[str, Any]) -> tuple[str, int, str | None] | None:
@@ -93,27 +92,6 @@ def segment_placement(obj: Mapping[str, Any]) -> tuple[str, int, str | None] | N
     status = obj.get("status")
     broker = status.get("broker") if isinstance(status, Mapping) else None
     return topic, segment_id, broker if isinstance(broker, str) and broker else None
-
-
-def controller_endpoint(lease: Mapping[str, Any] | None) -> str | None:
-    """The endpoint a held controller Lease announces; None when nobody holds it."""
-    if lease is None:
-        return None
-    spec = lease.get("spec") or {}
-    if not spec.get("holderIdentity"):
-        return None  # released: its annotations describe nobody
-    annotations = (lease.get("metadata") or {}).get("annotations") or {}
-    endpoint = annotations.get(CONTROLLER_ENDPOINT_ANNOTATION)
-    return endpoint if isinstance(endpoint, str) and endpoint else None
-
-
-def topic_of_controller_lease(lease_name: str) -> str | None:
-    """The topic a Lease named ``<topic>-controller`` elects a controller for."""
-    if lease_name.endswith(CONTROLLER_LEASE_SUFFIX) and len(lease_name) > len(
-        CONTROLLER_LEASE_SUFFIX
-    ):
-        return lease_name[: -len(CONTROLLER_LEASE_SUFFIX)]
-    return None
 
 
 # -- which events matter ---------------------------------------------------------------------
@@ -132,11 +110,6 @@ def segment_changes_view(
     if view is None or not view.names(segment_id):
         return False
     return (None if deleted else broker) != view.broker_of(segment_id)
-
-
-def lease_changes_view(view: TopicView | None, lease: Mapping[str, Any] | None) -> bool:
-    """Whether a controller Lease event (None: deleted) can change ``view``."""
-    return view is not None and controller_endpoint(lease) != view.controller_endpoint
 
 
 def _uid(topic: Mapping[str, Any]) -> str:

@@ -1,14 +1,13 @@
 """DAG watch sessions: any broker serves them from the store (DESIGN 4.8, seed: DAG Watch
 Sessions).
 
-One hub per broker keeps one store watch per kind a view depends on (ScalableTopic, Segment,
-Lease), however many client watches are open. Each watched topic has a *feed*: when a store
-event can change the topic's view (see ``topic_view``), the feed waits a short coalescing
-delay, so that the several writes of one split arrive as one update, then reads the topic
-afresh (the ScalableTopic first, then its Segments and its controller Lease) and offers the
-view to every watch on it. A new watch is answered from a read that starts after it was
-registered, and without the delay. After a gap in a store watch (an expired resourceVersion,
-a failure) every feed reads again, so no change is lost.
+The hub reads the process's informers (ScalableTopic, Segment, and the shard Leases that say
+which controller leads a topic), however many client watches are open. Each watched topic has
+a *feed*: when an informer change can alter the topic's view (see ``topic_view``), the feed
+waits a short coalescing delay, so that the several writes of one split arrive as one update,
+then builds the view from the caches and offers it to every watch on it. A new watch is
+answered from a read that starts after it was registered, and without the delay. A gap in an
+informer's watch is closed by its relist, whose differences arrive as changes like any other.
 
 Every update is the whole DAG, so a client that reads slowly simply skips views it has not
 been sent yet; a watch never sends the same view twice.
@@ -18,25 +17,25 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from typing import Any
 
-from ..model.resources import TOPIC_LABEL, ScalableTopic, Segment, controller_lease_name
+from ..model.ownership import lease_endpoint, shard_of, shard_of_lease
+from ..model.resources import ScalableTopic
 from ..protocol import Command, Error, ErrorCode, TopicUpdate, WatchClosed
-from ..store import EventType, Expired, NotFound, Store, StoreError, WatchEvent
-from ..store.kinds import LEASE
-from ..tasks import cancel_and_wait
+from ..store import StoreError
+from ..store.informer import Change, Unsubscribe
+from ..store.informers import Informers
+from ..tasks import cancel_all
 from .errors import BrokerError
 from .topic_view import (
     LayoutKey,
     TopicView,
     build_view,
     layout_key,
-    lease_changes_view,
     segment_changes_view,
     segment_placement,
     topic_changes_view,
-    topic_of_controller_lease,
 )
 
 log = logging.getLogger(__name__)
@@ -45,7 +44,6 @@ Send = Callable[[Command], Awaitable[None]]
 TopicKey = tuple[str, str]  # namespace, name
 
 COALESCE_SECONDS = 0.05
-RETRY_SECONDS = 1.0
 _SHUTDOWN_SEND_SECONDS = 1.0
 
 
@@ -154,7 +152,6 @@ class _Feed:
         self.seen_layout: LayoutKey | None = None
         self.view: TopicView | None = None
         self.uid: str | None = None
-        self.reading = False
         self.urgent = False  # a watch waits for its first answer: read without the delay
         self.wake = asyncio.Event()
         self.task: asyncio.Task[None] | None = None
@@ -174,26 +171,28 @@ class _Feed:
 
 
 class TopicWatchHub:
-    """Every DAG watch on this broker, fed by one store watch per kind."""
+    """Every DAG watch on this broker, fed by the process's informers."""
 
     def __init__(
         self,
-        store: Store,
+        informers: Informers,
         *,
         coalesce_seconds: float = COALESCE_SECONDS,
-        retry_seconds: float = RETRY_SECONDS,
     ) -> None:
-        if coalesce_seconds < 0 or retry_seconds <= 0:
-            raise ValueError(
-                f"coalesce_seconds must be >= 0 and retry_seconds > 0, "
-                f"not {coalesce_seconds} and {retry_seconds}"
-            )
-        self._store = store
+        if coalesce_seconds < 0:
+            raise ValueError(f"coalesce_seconds must be >= 0, not {coalesce_seconds}")
+        self._informers = informers
         self._coalesce = coalesce_seconds
-        self._retry = retry_seconds
         self._feeds: dict[TopicKey, _Feed] = {}
-        self._followers: list[asyncio.Task[None]] = []
+        self._unsubscribes: list[Unsubscribe] = []
+        # The endpoint each shard Lease announced last: renewals, which change nothing a view
+        # shows, cost one comparison.
+        self._shard_endpoints: dict[int, str | None] = {}
         self._stopped = False
+
+    @property
+    def informers(self) -> Informers:
+        return self._informers
 
     @property
     def watch_count(self) -> int:
@@ -204,21 +203,20 @@ class TopicWatchHub:
         return len(self._feeds)
 
     async def start(self) -> None:
-        loop = asyncio.get_running_loop()
-        for kind, handler in (
-            (ScalableTopic.KIND, self._on_topic),
-            (Segment.KIND, self._on_segment),
-            (LEASE.kind, self._on_lease),
-        ):
-            self._followers.append(
-                loop.create_task(self._follow(kind, handler), name=f"topic watches: {kind}")
-            )
+        informers = self._informers
+        self._unsubscribes = [
+            informers.topics.subscribe(self._on_topic),
+            informers.segments.subscribe(self._on_segment),
+            informers.leases.subscribe(self._on_lease),
+        ]
 
     async def stop(self) -> None:
-        """End every watch (ServiceNotReady) and release the store watches."""
+        """End every watch (ServiceNotReady) and stop following the informers."""
         self._stopped = True
+        for unsubscribe in self._unsubscribes:
+            unsubscribe()
         senders: list[asyncio.Task[None]] = []
-        tasks = list(self._followers)
+        tasks: list[asyncio.Task[None]] = []
         for feed in list(self._feeds.values()):
             for watch in list(feed.watches):
                 self._end(feed, watch, ErrorCode.SERVICE_NOT_READY, "the broker is shutting down")
@@ -234,8 +232,7 @@ class TopicWatchHub:
             for task in late:
                 task.cancel()
             tasks.extend(late)
-        for task in tasks:
-            await cancel_and_wait(task)
+        await cancel_all(tasks, log, "a topic watch feed")
 
     def watch(
         self,
@@ -284,59 +281,40 @@ class TopicWatchHub:
             feed.wake.clear()
             feed.urgent = False
             answering = set(feed.unanswered)
-            feed.reading = True
             try:
-                read = await self._read(feed.key)
+                await self._informers.wait_synced()
+                read = self._read(feed.key)
+                if read[0] is None and answering and await self._in_store(feed.key):
+                    # Created a moment ago: answer once the cache has it, not "no topic".
+                    await self._informers.topics.wait_present(*feed.key)
+                    read = self._read(feed.key)
+                self._publish(feed, answering, *read)
             except asyncio.CancelledError:
                 raise
-            except Exception as error:
-                feed.reading = False
-                await self._read_failed(feed, answering, error)
-                continue
-            feed.reading = False
-            try:
-                self._publish(feed, answering, *read)
             except Exception as error:
                 # A bug must not leave watches waiting for an answer that never comes.
                 log.exception("publishing topic %s to its watches failed", feed.name)
                 for watch in answering & feed.unanswered:
                     self._end(feed, watch, ErrorCode.INTERNAL_ERROR, f"internal error: {error}")
 
-    async def _read(
+    async def _in_store(self, key: TopicKey) -> bool:
+        """Whether the store holds a topic the cache does not show yet. A failure to ask
+        counts as no: the cache is all there is to answer from."""
+        try:
+            await self._informers.topics.store.get(ScalableTopic.KIND, *key)
+        except StoreError:  # NotFound included
+            return False
+        return True
+
+    def _read(
         self, key: TopicKey
     ) -> tuple[dict[str, Any] | None, list[dict[str, Any]], dict[str, Any] | None]:
-        # The topic first: a layout names only segments whose objects were written before it.
         namespace, name = key
-        try:
-            topic = await self._store.get(ScalableTopic.KIND, namespace, name)
-        except NotFound:
+        informers = self._informers
+        topic = informers.topics.get(namespace, name)
+        if topic is None:
             return None, [], None
-        listing = await self._store.list(
-            Segment.KIND, namespace, label_selector=f"{TOPIC_LABEL}={name}"
-        )
-        try:
-            lease: dict[str, Any] | None = await self._store.get(
-                LEASE.kind, namespace, controller_lease_name(name)
-            )
-        except NotFound:
-            lease = None
-        return topic, listing.items, lease
-
-    async def _read_failed(self, feed: _Feed, answering: set[TopicWatch], error: Exception) -> None:
-        if isinstance(error, StoreError):
-            log.warning("reading topic %s for its watches failed: %s", feed.name, error)
-            code, message = (
-                ErrorCode.SERVICE_NOT_READY,
-                f"cannot read topic {feed.name} from the store: {error}",
-            )
-        else:
-            log.error("reading topic %s for its watches failed", feed.name, exc_info=error)
-            code, message = ErrorCode.INTERNAL_ERROR, f"internal error: {error}"
-        for watch in answering & feed.unanswered:
-            self._end(feed, watch, code, message)
-        if feed.watches:
-            await asyncio.sleep(self._retry)
-            feed.poke()
+        return topic, informers.segments_of(namespace, name), informers.shard_lease(namespace, name)
 
     def _publish(
         self,
@@ -394,63 +372,34 @@ class TopicWatchHub:
         self.release(watch)
         watch.end(code, message)
 
-    # -- store events -----------------------------------------------------------------------------
+    # -- informer changes -------------------------------------------------------------------------
 
-    async def _follow(self, kind: str, handle: Callable[[WatchEvent], None]) -> None:
-        while True:
-            try:
-                listing = await self._store.list(kind)
-                # Changes in a gap between two store watches were not seen: read everything.
-                for feed in self._feeds.values():
-                    feed.poke()
-                async with self._store.watch(
-                    kind, resource_version=listing.resource_version
-                ) as events:
-                    async for event in events:
-                        handle(event)
-            except asyncio.CancelledError:
-                raise
-            except Expired:
-                continue
-            except Exception:
-                log.warning("watching %s objects failed; listing again", kind, exc_info=True)
-                await asyncio.sleep(self._retry)
-
-    def _feed_of(self, event: WatchEvent, name: str | None = None) -> _Feed | None:
-        metadata: Mapping[str, Any] = event.object.get("metadata") or {}
-        namespace = metadata.get("namespace")
-        name = metadata.get("name") if name is None else name
-        if not isinstance(namespace, str) or not isinstance(name, str):
-            return None
-        return self._feeds.get((namespace, name))
-
-    def _on_topic(self, event: WatchEvent) -> None:
-        feed = self._feed_of(event)
-        if feed is None:
-            return
-        topic = None if event.type is EventType.DELETED else event.object
-        if feed.reading or topic_changes_view(feed.seen_layout, topic):
+    def _on_topic(self, change: Change) -> None:
+        feed = self._feeds.get(change.key)
+        if feed is not None and topic_changes_view(feed.seen_layout, change.new):
             feed.poke()
 
-    def _on_segment(self, event: WatchEvent) -> None:
-        placed = segment_placement(event.object)
+    def _on_segment(self, change: Change) -> None:
+        placed = segment_placement(change.object)
         if placed is None:
             return
         topic, segment_id, broker = placed
-        feed = self._feed_of(event, topic)
-        if feed is not None and (
-            feed.reading
-            or segment_changes_view(
-                feed.view, segment_id, broker, deleted=event.type is EventType.DELETED
-            )
+        feed = self._feeds.get((change.key[0], topic))
+        if feed is not None and segment_changes_view(
+            feed.view, segment_id, broker, deleted=change.new is None
         ):
             feed.poke()
 
-    def _on_lease(self, event: WatchEvent) -> None:
-        topic = topic_of_controller_lease(str((event.object.get("metadata") or {}).get("name")))
-        if topic is None:
+    def _on_lease(self, change: Change) -> None:
+        shard = shard_of_lease(change.key[1])
+        if shard is None:
             return
-        feed = self._feed_of(event, topic)
-        lease = None if event.type is EventType.DELETED else event.object
-        if feed is not None and (feed.reading or lease_changes_view(feed.view, lease)):
-            feed.poke()
+        endpoint = lease_endpoint(change.new)
+        known = shard in self._shard_endpoints
+        if known and self._shard_endpoints[shard] == endpoint:
+            return  # a renewal
+        self._shard_endpoints[shard] = endpoint
+        count = self._informers.shard_count()
+        for (namespace, name), feed in self._feeds.items():
+            if count is None or shard_of(namespace, name, count) == shard:
+                feed.poke()

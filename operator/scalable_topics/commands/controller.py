@@ -6,6 +6,9 @@ import argparse
 import contextlib
 import sys
 
+from ..controller.supervisor import DEFAULT_CONCURRENT_PASSES
+from ..model.ownership import DEFAULT_SHARD_COUNT
+
 
 def _run_controller(args: argparse.Namespace) -> int:
     import asyncio
@@ -38,6 +41,8 @@ def _run_controller(args: argparse.Namespace) -> int:
             admin_token=args.auth_token,
             listen=args.listen,
             consumer_grace_period=args.consumer_grace_period,
+            shards=args.shards,
+            concurrent_passes=args.concurrent_passes,
         )
         store = open_store(args.store)
     except ValueError as error:
@@ -82,9 +87,10 @@ def _host_port(value: str) -> tuple[str, int]:
 def add_controller(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     controller = commands.add_parser(
         "controller",
-        help="run a controller: leads topics (per-topic leases), creates and deletes their segments",
-        description="Run a controller process. Every controller campaigns for every topic's Lease; "
-        "the holder reconciles the topic (layout, Segment objects, placement, storage, deletion).",
+        help="run a controller: leads its share of the topics, creates and deletes their segments",
+        description="Run a controller process. Topics hash onto --shards ownership shards, one "
+        "Lease each; the controllers share the shards, and the holder of a shard reconciles its "
+        "topics (layout, Segment objects, placement, storage, split and merge, deletion).",
     )
     controller.add_argument(
         "--store", required=True, help="store URL, e.g. embedded:///var/lib/st/store.db"
@@ -100,7 +106,7 @@ def add_controller(commands: argparse._SubParsersAction[argparse.ArgumentParser]
     )
     controller.add_argument(
         "--endpoint",
-        help="how brokers reach this controller, published with the topic leases "
+        help="how brokers reach this controller, published on the shard leases it holds "
         "(default http://HOST:PORT of --listen)",
     )
     controller.add_argument(
@@ -119,6 +125,20 @@ def add_controller(commands: argparse._SubParsersAction[argparse.ArgumentParser]
         "--renew-deadline", type=float, default=10.0, help="seconds (default 10)"
     )
     controller.add_argument("--retry-period", type=float, default=2.0, help="seconds (default 2)")
+    controller.add_argument(
+        "--shards",
+        type=int,
+        default=DEFAULT_SHARD_COUNT,
+        help=f"ownership shards, one Lease each (default {DEFAULT_SHARD_COUNT}); every controller "
+        "replica must use the same count: change it only with every replica stopped",
+    )
+    controller.add_argument(
+        "--concurrent-passes",
+        type=int,
+        default=DEFAULT_CONCURRENT_PASSES,
+        help="passes over topics running at once, e.g. after a failover "
+        f"(default {DEFAULT_CONCURRENT_PASSES})",
+    )
     controller.add_argument(
         "--auth-token",
         help="the cluster token: sent to the brokers' admin API, required from brokers on --listen",

@@ -29,6 +29,7 @@ from ..broker.config import BrokerConfig
 from ..controller.leader import ElectionTiming
 from ..controller.manager import ControllerConfig, ControllerManager
 from ..store import Store, open_store
+from ..store.informers import Informers
 from ..tasks import cancel_all
 from .broker_children import ChildBroker, SupervisedBroker
 
@@ -36,6 +37,7 @@ log = logging.getLogger(__name__)
 
 # One machine: a lease can be short, and a restarted standalone leads its topics again soon.
 STANDALONE_TIMING = ElectionTiming(lease_duration=5.0, renew_deadline=4.0, retry_period=0.5)
+SYSTEM_NAMESPACE = "scalable-topics"
 _READY_SECONDS = 60.0
 _HEALTH_POLL_SECONDS = 0.1
 
@@ -105,6 +107,7 @@ class StandaloneSystem:
             for index in range(1, settings.brokers)
         ]
         self._store: Store | None = None
+        self._informers: Informers | None = None
         self._runner: web.AppRunner | None = None
         self._controller: asyncio.Task[None] | None = None
 
@@ -115,25 +118,29 @@ class StandaloneSystem:
             _check_free(settings.host, settings.port + index, settings.broker_id(index))
         _check_free("127.0.0.1", settings.controller_port, "the controller")
         self._store = open_store(settings.store_url)
-        await self._start_controller(self._store)
-        await self._start_broker(self._store)
+        # One informer per kind for the whole process: the controller and broker-0 share them.
+        self._informers = Informers(self._store, SYSTEM_NAMESPACE)
+        self._informers.start()
+        await self._start_controller(self._store, self._informers)
+        await self._start_broker(self._store, self._informers)
         for child in self.children:
             child.start()
         await self._wait_until_healthy()
 
-    async def _start_controller(self, store: Store) -> None:
+    async def _start_controller(self, store: Store, informers: Informers) -> None:
         port = self.settings.controller_port
         config = ControllerConfig(
             identity=f"standalone-{os.getpid()}",
             endpoint=f"http://127.0.0.1:{port}",
+            system_namespace=SYSTEM_NAMESPACE,
             timing=STANDALONE_TIMING,
             listen=("127.0.0.1", port),
         )
         self._controller = asyncio.get_running_loop().create_task(
-            ControllerManager(store, config).run(), name="controller"
+            ControllerManager(store, config, informers=informers).run(), name="controller"
         )
 
-    async def _start_broker(self, store: Store) -> None:
+    async def _start_broker(self, store: Store, informers: Informers) -> None:
         settings = self.settings
         config = BrokerConfig(
             data_dir=settings.data_dir / settings.broker_id(0),
@@ -141,9 +148,10 @@ class StandaloneSystem:
             host=settings.host,
             port=settings.port,
             broker_id=settings.broker_id(0),
+            system_namespace=SYSTEM_NAMESPACE,
         )
         config.data_dir.mkdir(parents=True, exist_ok=True)
-        self._runner = web.AppRunner(build_app(config, store))
+        self._runner = web.AppRunner(build_app(config, store, informers))
         await self._runner.setup()
         try:
             await web.TCPSite(self._runner, settings.host, settings.port).start()
@@ -197,5 +205,7 @@ class StandaloneSystem:
             await cancel_all([self._controller], log, "the controller")
         if self._runner is not None:
             await self._runner.cleanup()
+        if self._informers is not None:
+            await self._informers.stop()
         if self._store is not None:
             await self._store.close()

@@ -1,4 +1,5 @@
-"""The brokers registered in the store, read from their heartbeat Leases."""
+"""The brokers registered in the store, read from their heartbeat Leases (in the informer's
+cache of the system namespace's Leases)."""
 
 from __future__ import annotations
 
@@ -10,14 +11,12 @@ from ..model.placement import (
     BrokerInfo,
 )
 from ..model.timefmt import parse_time
-from ..store import Store
-from ..store.kinds import LEASE
+from ..store.informers import Informers
 
 
-async def registered_brokers(store: Store, namespace: str) -> list[BrokerInfo]:
-    listing = await store.list(LEASE.kind, namespace=namespace)
+def registered_brokers(informers: Informers) -> list[BrokerInfo]:
     brokers: list[BrokerInfo] = []
-    for lease in listing.items:
+    for lease in informers.leases.list():
         metadata = lease.get("metadata", {})
         annotations = metadata.get("annotations") or {}
         url = annotations.get(BROKER_URL_ANNOTATION)

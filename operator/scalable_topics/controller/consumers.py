@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
@@ -35,7 +34,6 @@ from ..model.clock import Clock
 from ..model.consumer_sessions import GraceTimers, SessionKey, drained_segments, reassign
 from ..model.layout import SegmentLayout
 from ..model.resources import (
-    TOPIC_LABEL,
     ConsumerRegistration,
     ScalableTopic,
     Segment,
@@ -44,10 +42,11 @@ from ..model.resources import (
     SubscriptionType,
 )
 from ..protocol import AssignedSegment, ErrorCode
-from ..store import Conflict, EventType, Expired, NotFound, Object, Store, StoreError
+from ..store import Conflict, NotFound, Object, Store, StoreError
+from ..store.informer import Change
+from ..store.informers import BY_TOPIC, Informers
 from .led_topics import (
     DEFAULT_GRACE_PERIOD,
-    RETRY_FIRST,
     Deposed,
     LedTopics,
     Refused,
@@ -108,6 +107,7 @@ class TopicConsumers:
     def __init__(
         self,
         store: Store,
+        informers: Informers,
         namespace: str,
         name: str,
         term: int,
@@ -115,6 +115,7 @@ class TopicConsumers:
         grace_period: float = DEFAULT_GRACE_PERIOD,
     ) -> None:
         self._store = store
+        self._informers = informers
         self._namespace, self._name = namespace, name
         self._term = term
         self._clock = clock
@@ -122,8 +123,6 @@ class TopicConsumers:
         self._lock = asyncio.Lock()
         self._ready = asyncio.Event()
         self._wake = asyncio.Event()
-        self._topic_synced = asyncio.Event()
-        self._segments_synced = asyncio.Event()
         self._topic_key: object = None
         self._segments: dict[int, _SegmentObject] = {}
         self._layout: SegmentLayout | None = None
@@ -151,10 +150,10 @@ class TopicConsumers:
     # -- running --------------------------------------------------------------------------------
 
     async def run(self) -> None:
-        loop = asyncio.get_running_loop()
-        followers = [
-            loop.create_task(self._follow_topic(), name=f"consumers: topic {self.topic}"),
-            loop.create_task(self._follow_segments(), name=f"consumers: segments {self.topic}"),
+        key = (self._namespace, self._name)
+        unsubscribes = [
+            self._informers.topics.subscribe_key(key, self._topic_changed),
+            self._informers.segments.subscribe_index(BY_TOPIC, key, self._segment_changed),
         ]
         try:
             await self._start()
@@ -162,21 +161,26 @@ class TopicConsumers:
         except Deposed as deposed:
             log.warning("consumer sessions of %s: %s", self.topic, deposed)
         finally:
-            for task in followers:
-                task.cancel()
-            await asyncio.gather(*followers, return_exceptions=True)
+            for unsubscribe in unsubscribes:
+                unsubscribe()
             self._shut(ErrorCode.NOT_LEADER, f"this controller no longer leads {self.topic}")
 
     async def _start(self) -> None:
         """Adopt the persisted registrations, each disconnected with a fresh grace period."""
-        await self._topic_synced.wait()
-        await self._segments_synced.wait()
+        await self._informers.wait_synced()
+        self._topic_key = _topic_key(self._informers.topics.get(self._namespace, self._name))
+        for obj in self._informers.segments_of(self._namespace, self._name):
+            parsed = _segment_object(obj)
+            if parsed is not None:
+                self._segments[parsed[0]] = parsed[1]
         await retry(self._adopt, f"loading consumer sessions of {self.topic}")
         self._ready.set()
 
     async def _adopt(self) -> None:
         async with self._lock:
-            raw = await self._store.get(ScalableTopic.KIND, self._namespace, self._name)
+            raw = self._informers.topics.get(self._namespace, self._name)
+            if raw is None:
+                raise NotFound(ScalableTopic.KIND, self._namespace, self._name)
             topic = ScalableTopic.model_validate(raw)
             self._check_fence(topic)
             now = self._clock.monotonic()
@@ -324,9 +328,8 @@ class TopicConsumers:
         """Persist the assignment of the current members (read, compute, compare-and-swap,
         again on conflict), then tell each connected consumer whose segments changed."""
         while True:
-            try:
-                raw = await self._store.get(ScalableTopic.KIND, self._namespace, self._name)
-            except NotFound:
+            raw = self._informers.topics.get(self._namespace, self._name)
+            if raw is None:
                 self._topic_gone("was deleted")
                 return
             topic = ScalableTopic.model_validate(raw)
@@ -364,7 +367,11 @@ class TopicConsumers:
                         resource_version=topic.metadata.resource_version,
                     )
                 except Conflict:
-                    continue  # someone else wrote the topic: read it again
+                    # Someone else wrote the topic: read it again once the cache has it.
+                    await self._informers.topics.wait_changed(
+                        self._namespace, self._name, topic.metadata.resource_version or ""
+                    )
+                    continue
             break
         self._layout = layout
         self._assigned = desired
@@ -462,89 +469,41 @@ class TopicConsumers:
             entry.channel.closed(code, message)
         self._ready.set()
 
-    # -- following the store --------------------------------------------------------------------
+    # -- following the informers ----------------------------------------------------------------
 
-    async def _follow_topic(self) -> None:
-        def relevant(obj: Object | None) -> None:
-            key = _topic_key(obj)
-            if key != self._topic_key:
-                self._topic_key = key
+    def _topic_changed(self, change: Change) -> None:
+        key = _topic_key(change.new)
+        if key != self._topic_key:
+            self._topic_key = key
+            self._wake.set()
+
+    def _segment_changed(self, change: Change) -> None:
+        parsed = _segment_object(change.object)
+        if parsed is None:
+            return
+        segment_id, segment = parsed
+        if change.new is None:
+            if self._segments.pop(segment_id, None) is not None:
                 self._wake.set()
-
-        def listed(items: list[Object]) -> None:
-            relevant(next((o for o in items if o["metadata"]["name"] == self._name), None))
-            self._topic_synced.set()
-
-        def changed(event_type: EventType, obj: Object) -> None:
-            if obj["metadata"]["name"] == self._name:
-                relevant(None if event_type is EventType.DELETED else obj)
-
-        await self._follow(ScalableTopic.KIND, None, listed, changed)
-
-    async def _follow_segments(self) -> None:
-        def listed(items: list[Object]) -> None:
-            segments = {}
-            for obj in items:
-                parsed = _segment_object(obj)
-                if parsed is not None:
-                    segments[parsed[0]] = parsed[1]
-            if segments != self._segments:
-                self._segments = segments
-                self._wake.set()
-            self._segments_synced.set()
-
-        def changed(event_type: EventType, obj: Object) -> None:
-            parsed = _segment_object(obj)
-            if parsed is None:
-                return
-            segment_id, segment = parsed
-            if event_type is EventType.DELETED:
-                if self._segments.pop(segment_id, None) is not None:
-                    self._wake.set()
-            elif self._segments.get(segment_id) != segment:
-                self._segments[segment_id] = segment
-                self._wake.set()
-
-        await self._follow(Segment.KIND, f"{TOPIC_LABEL}={self._name}", listed, changed)
-
-    async def _follow(
-        self,
-        kind: str,
-        label_selector: str | None,
-        listed: Callable[[list[Object]], None],
-        changed: Callable[[EventType, Object], None],
-    ) -> None:
-        while True:
-            try:
-                listing = await self._store.list(kind, self._namespace, label_selector)
-                listed(listing.items)
-                async with self._store.watch(
-                    kind,
-                    self._namespace,
-                    resource_version=listing.resource_version,
-                    label_selector=label_selector,
-                ) as events:
-                    async for event in events:
-                        changed(event.type, event.object)
-            except asyncio.CancelledError:
-                raise
-            except Expired:
-                continue
-            except StoreError:
-                log.warning(
-                    "watching %s of %s failed; listing again", kind, self.topic, exc_info=True
-                )
-                await asyncio.sleep(RETRY_FIRST)
+        elif self._segments.get(segment_id) != segment:
+            self._segments[segment_id] = segment
+            self._wake.set()
 
 
 class ConsumerCoordinators(LedTopics[TopicConsumers]):
     """The consumer sessions of the topics this controller leads, for the endpoint to find."""
 
-    def __init__(self, store: Store, clock: Clock, grace_period: float = DEFAULT_GRACE_PERIOD):
+    def __init__(
+        self,
+        store: Store,
+        informers: Informers,
+        clock: Clock,
+        grace_period: float = DEFAULT_GRACE_PERIOD,
+    ):
         GraceTimers(grace_period)  # refuses a bad value here, not at the first leadership
 
         def make(namespace: str, name: str, term: int) -> TopicConsumers:
-            return TopicConsumers(store, namespace, name, term, clock, grace_period)
+            return TopicConsumers(store, informers, namespace, name, term, clock, grace_period)
 
         super().__init__(make, "consumer sessions")
 

@@ -6,7 +6,7 @@ registrations of Stream and Checkpoint subscriptions: RegisterConsumer is answer
 and then ConsumerAssignment pushes, UnregisterConsumer by Success, and the controller ends a
 registration with RegistrationClosed. A request about a topic this controller does not lead is
 refused with NotLeader, naming the leader's endpoint when one is elected; brokers find the
-leader through the topic's Lease and ask again.
+leader through the Lease of the topic's ownership shard and ask again.
 
 The connection is a generic request channel to topic leaders: the topic-wide exclusive
 producer grant (AcquireExclusive, ReleaseExclusive; ``endpoint_grants.py``) travels the same
@@ -28,7 +28,6 @@ from typing import Any, NoReturn
 
 from aiohttp import WSCloseCode, WSMsgType, web
 
-from ..model.resources import CONTROLLER_ENDPOINT_ANNOTATION, ScalableTopic, controller_lease_name
 from ..protocol import (
     DEFAULT_MAX_FRAME_BYTES,
     DEFAULT_MAX_MESSAGE_BYTES,
@@ -53,11 +52,11 @@ from ..protocol import (
     encode_frame,
     negotiate_version,
 )
-from ..store import LeaseRecord, NotFound, Store, StoreError
-from ..store.kinds import LEASE
+from ..store.informers import Informers
 from ..tasks import cancel_and_wait
 from .consumers import ConsumerCoordinators, ConsumerRefused, Grant, TopicConsumers
 from .endpoint_grants import GrantRequests
+from .metrics import ControllerMetrics
 from .producer_grants import GrantRefused, ProducerGrantCoordinators, TopicProducerGrants
 
 log = logging.getLogger(__name__)
@@ -73,7 +72,7 @@ class EndpointSettings:
     token: str | None  # required from brokers when set
 
 
-STORE_KEY = web.AppKey("controller_store", Store)
+INFORMERS_KEY = web.AppKey("controller_informers", Informers)
 SETTINGS_KEY = web.AppKey("controller_endpoint_settings", EndpointSettings)
 SOCKETS_KEY = web.AppKey("controller_endpoint_sockets", set)
 
@@ -86,23 +85,26 @@ class _Refused(Exception):
 
 def build_endpoint_app(
     coordinators: ConsumerCoordinators,
-    store: Store,
+    informers: Informers,
     identity: str,
     token: str | None = None,
     grants: ProducerGrantCoordinators | None = None,
+    metrics: ControllerMetrics | None = None,
 ) -> web.Application:
-    """The endpoint as an aiohttp application: the protocol on ``/ws``, ``/healthz``. Without
-    ``grants`` it refuses exclusive producer requests."""
+    """The endpoint as an aiohttp application: the protocol on ``/ws``, ``/healthz`` and, with
+    ``metrics``, ``/metrics``. Without ``grants`` it refuses exclusive producer requests."""
     app = web.Application()
     app[COORDINATORS_KEY] = coordinators
     if grants is not None:
         app[GRANTS_KEY] = grants
-    app[STORE_KEY] = store
+    app[INFORMERS_KEY] = informers
     app[SETTINGS_KEY] = EndpointSettings(identity, token)
     app[SOCKETS_KEY] = set()
     app.on_shutdown.append(_close_sockets)
     app.router.add_get(ENDPOINT_PATH, _websocket)
     app.router.add_get("/healthz", _healthz)
+    if metrics is not None:
+        app.router.add_get("/metrics", metrics.handler)
     return app
 
 
@@ -126,7 +128,7 @@ async def _websocket(request: web.Request) -> web.WebSocketResponse:
     session = EndpointSession(
         ws,
         request.app[COORDINATORS_KEY],
-        request.app[STORE_KEY],
+        request.app[INFORMERS_KEY],
         settings.identity,
         settings.token,
         request.app.get(GRANTS_KEY),
@@ -178,7 +180,7 @@ class EndpointSession:
         self,
         ws: web.WebSocketResponse,
         coordinators: ConsumerCoordinators,
-        store: Store,
+        informers: Informers,
         identity: str,
         token: str | None,
         grants: ProducerGrantCoordinators | None = None,
@@ -187,7 +189,7 @@ class EndpointSession:
         self._coordinators = coordinators
         self._grants = grants
         self._grant_requests = GrantRequests(self.enqueue, self._grants_of)
-        self._store = store
+        self._informers = informers
         self._identity = identity
         self._token = token
         self._version: int | None = None
@@ -390,27 +392,12 @@ class EndpointSession:
     async def _refuse_not_led(self, namespace: str, name: str) -> NoReturn:
         """Refuse a request about a topic this controller does not lead, saying why."""
         topic = f"{namespace}/{name}"
-        try:
-            await self._store.get(ScalableTopic.KIND, namespace, name)
-        except NotFound:
-            raise _Refused(ErrorCode.TOPIC_NOT_FOUND, f"no topic {topic}") from None
-        except StoreError as error:
-            raise _Refused(
-                ErrorCode.SERVICE_NOT_READY, f"the controller cannot read {topic}: {error}"
-            ) from None
-        leader = await self._leader_endpoint(namespace, name)
+        informers = self._informers
+        if informers.topics.synced and informers.topics.get(namespace, name) is None:
+            raise _Refused(ErrorCode.TOPIC_NOT_FOUND, f"no topic {topic}")
+        leader = informers.leader_endpoint(namespace, name)
         where = f"its leader is at {leader}" if leader else "no controller leads it right now"
         raise _Refused(ErrorCode.NOT_LEADER, f"this controller does not lead {topic}; {where}")
-
-    async def _leader_endpoint(self, namespace: str, name: str) -> str | None:
-        try:
-            lease = await self._store.get(LEASE.kind, namespace, controller_lease_name(name))
-        except StoreError:  # NotFound included: nobody campaigns yet
-            return None
-        record = LeaseRecord.from_object(lease)
-        if not record.holder_identity:
-            return None
-        return record.annotations.get(CONTROLLER_ENDPOINT_ANNOTATION) or None
 
     def _spawn(self, request_id: int, work: Coroutine[Any, Any, None]) -> None:
         async def answered() -> None:
@@ -443,15 +430,18 @@ def _request_id(command: Command) -> int | None:
 @contextlib.asynccontextmanager
 async def serving_endpoint(
     coordinators: ConsumerCoordinators,
-    store: Store,
+    informers: Informers,
     identity: str,
     token: str | None,
     host: str,
     port: int,
     grants: ProducerGrantCoordinators | None = None,
+    metrics: ControllerMetrics | None = None,
 ) -> AsyncIterator[None]:
     """Listen on ``host:port`` while the context is open."""
-    runner = web.AppRunner(build_endpoint_app(coordinators, store, identity, token, grants))
+    runner = web.AppRunner(
+        build_endpoint_app(coordinators, informers, identity, token, grants, metrics)
+    )
     await runner.setup()
     try:
         await web.TCPSite(runner, host, port).start()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import secrets
+from collections.abc import Mapping
 from typing import Any, Literal
 
 from ..model.clock import Clock
@@ -31,23 +32,31 @@ class EventRecorder:
     async def record(
         self, topic: ScalableTopic, kind: EventKind, reason: str, message: str
     ) -> None:
-        namespace = topic.metadata.namespace or "default"
+        await self.record_on(topic.to_wire(), kind, reason, message)
+
+    async def record_on(
+        self, involved: Mapping[str, Any], kind: EventKind, reason: str, message: str
+    ) -> None:
+        """An Event about any object, given as stored (a topic whose spec cannot even be
+        parsed still gets its Event)."""
+        metadata = involved["metadata"]
+        namespace = metadata.get("namespace") or "default"
         now = format_time(self._clock.now())
         event: dict[str, Any] = {
             "apiVersion": EVENT.api_version,
             "kind": EVENT.kind,
             "metadata": {
                 # Kubernetes names events <object>.<unique suffix>.
-                "name": f"{topic.metadata.name}.{secrets.token_hex(8)}",
+                "name": f"{metadata['name']}.{secrets.token_hex(8)}",
                 "namespace": namespace,
             },
             "involvedObject": {
-                "apiVersion": topic.api_version,
-                "kind": topic.kind,
-                "name": topic.metadata.name,
+                "apiVersion": involved.get("apiVersion"),
+                "kind": involved.get("kind"),
+                "name": metadata["name"],
                 "namespace": namespace,
-                "uid": topic.metadata.uid,
-                "resourceVersion": topic.metadata.resource_version,
+                "uid": metadata.get("uid"),
+                "resourceVersion": metadata.get("resourceVersion"),
             },
             "type": kind,
             "reason": reason,
@@ -62,4 +71,4 @@ class EventRecorder:
         try:
             await self._store.create(event)
         except StoreError as error:
-            log.warning("could not record event %s on %s: %s", reason, topic.metadata.name, error)
+            log.warning("could not record event %s on %s: %s", reason, metadata["name"], error)

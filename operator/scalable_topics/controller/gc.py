@@ -36,9 +36,10 @@ from ..admin.broker_admin import BrokerAdmin, BrokerAdminError, BrokerUnreachabl
 from ..admin.stats import SegmentReport
 from ..model.clock import Clock
 from ..model.layout import SegmentLayout
-from ..model.resources import TOPIC_LABEL, ScalableTopic, Segment, segment_object_name
+from ..model.resources import ScalableTopic, Segment, segment_object_name
 from ..model.segment import SegmentInfo
 from ..store import NotFound, Store
+from ..store.informers import Informers
 from .events import EventRecorder
 from .gc_policy import Verdict, decide, frontier, newer_bytes
 
@@ -62,12 +63,14 @@ class SegmentCollector:
     def __init__(
         self,
         store: Store,
+        informers: Informers,
         admin: BrokerAdmin,
         clock: Clock,
         events: EventRecorder | None = None,
         parallelism: int = _PARALLELISM,
     ) -> None:
         self._store = store
+        self._informers = informers
         self._admin = admin
         self._clock = clock
         self._events = events
@@ -78,9 +81,8 @@ class SegmentCollector:
         again and retry. A broker that cannot delete a pruned segment's storage now does not
         fail the pass: its object stays, and the next pass finishes it."""
         result = GcOutcome()
-        try:
-            raw = await self._store.get(ScalableTopic.KIND, namespace, name)
-        except NotFound:
+        raw = self._informers.topics.get(namespace, name)
+        if raw is None:
             return result
         topic = ScalableTopic.model_validate(raw)
         if (
@@ -90,10 +92,10 @@ class SegmentCollector:
         ):
             return result
         layout = SegmentLayout.from_status(topic.status.to_wire())
-        listing = await self._store.list(
-            Segment.KIND, namespace=namespace, label_selector=f"{TOPIC_LABEL}={name}"
-        )
-        objects = {item["metadata"]["name"]: Segment.model_validate(item) for item in listing.items}
+        objects = {
+            item["metadata"]["name"]: Segment.model_validate(item)
+            for item in self._informers.segments_of(namespace, name)
+        }
         for segment in objects.values():
             if _leftover(layout, segment):
                 removed = await self._remove(segment)

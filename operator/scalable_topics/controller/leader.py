@@ -59,12 +59,16 @@ class LeaderElector:
         clock: Clock,
         lead: LeaderWork,
         jitter: Callable[[], float] = random.random,
+        may_acquire: Callable[[], bool] = lambda: True,
     ) -> None:
+        """``may_acquire`` is asked before each attempt to take the lease (never before a
+        renewal): a candidate that holds its share of leases lets the others take the rest."""
         self._lock = lock
         self._timing = timing
         self._clock = clock
         self._lead = lead
         self._jitter = jitter
+        self._may_acquire = may_acquire
         self._term: int | None = None
 
     @property
@@ -111,7 +115,7 @@ class LeaderElector:
 
     async def _campaign(self) -> None:
         # Polling is the protocol: a lease expires by not being renewed, which nothing announces.
-        while not await self._attempt():  # noqa: ASYNC110
+        while not (self._may_acquire() and await self._attempt()):  # noqa: ASYNC110
             await asyncio.sleep(
                 self._timing.retry_period * (1 + (JITTER_FACTOR - 1) * self._jitter())
             )

@@ -1,6 +1,6 @@
 """A topic's lifecycle, reconciled by its leader: creation and finalizer-driven deletion.
 
-``reconcile`` is idempotent and resumable: every step reads what the store and the brokers
+``reconcile`` is idempotent and resumable: every step reads what the informers and the brokers
 already have, does only what is missing, and writes with a compare-and-swap on the
 resourceVersion it read, so a controller that dies anywhere is replaced by one that finishes
 the same work, and a deposed leader's late write is refused.
@@ -31,14 +31,15 @@ from ..model.layout import SegmentLayout
 from ..model.placement import BrokerInfo, choose_broker
 from ..model.resources import (
     FINALIZER,
-    TOPIC_LABEL,
     ControllerStatus,
+    ObjectMeta,
     ScalableTopic,
     Segment,
     SegmentPhase,
     TopicPhase,
 )
 from ..store import Conflict, NotFound, Store
+from ..store.informers import Informers
 from .brokers import registered_brokers
 from .events import EventRecorder
 from .gc import SegmentCollector
@@ -61,30 +62,32 @@ class TopicLifecycle:
     def __init__(
         self,
         store: Store,
+        informers: Informers,
         admin: BrokerAdmin,
         clock: Clock,
         leader: LeaderIdentity,
         system_namespace: str,
     ) -> None:
         self._store = store
+        self._informers = informers
         self._admin = admin
         self._clock = clock
         self._leader = leader
         self._system_namespace = system_namespace
         self.events = EventRecorder(store, clock, leader.identity)
-        self._subscriptions = SubscriptionSync(store, admin, clock, self.events)
-        self._gc = SegmentCollector(store, admin, clock, self.events)
+        self._subscriptions = SubscriptionSync(store, informers, admin, clock, self.events)
+        self._gc = SegmentCollector(store, informers, admin, clock, self.events)
 
     async def reconcile(self, namespace: str, name: str) -> bool:
         """Bring the topic one full pass closer to its spec; True when it is settled (Ready, or
         deleted). Raises Conflict when someone else wrote first: read again and retry."""
-        try:
-            raw = await self._store.get(ScalableTopic.KIND, namespace, name)
-        except NotFound:
+        raw = self._informers.topics.get(namespace, name)
+        if raw is None:
             return True
+        if raw["metadata"].get("deletionTimestamp"):
+            # Deletion needs only the metadata: a topic whose spec is invalid still goes.
+            return await self._finalize(ObjectMeta.model_validate(raw["metadata"]))
         topic = ScalableTopic.model_validate(raw)
-        if topic.metadata.deletion_timestamp is not None:
-            return await self._finalize(topic)
         if FINALIZER not in topic.metadata.finalizers:
             raw = await self._store.patch(
                 ScalableTopic.KIND,
@@ -133,6 +136,7 @@ class TopicLifecycle:
         info = layout.get(segment_id)
         return await ensure_segment_object(
             self._store,
+            self._informers,
             topic,
             info.segment_id,
             info.hash_range,
@@ -165,7 +169,7 @@ class TopicLifecycle:
         if broker is None:
             placements = placements if placements is not None else Placements()
             if placements.brokers is None:
-                placements.brokers = await registered_brokers(self._store, self._system_namespace)
+                placements.brokers = registered_brokers(self._informers)
             chosen = choose_broker(placements.brokers, self._clock.now(), placements.planned)
             placements.planned[chosen.identity] = placements.planned.get(chosen.identity, 0) + 1
             broker = chosen.url
@@ -214,7 +218,9 @@ class TopicLifecycle:
         return True
 
     async def _write_readiness(self, namespace: str, name: str, ready: bool, active: int) -> None:
-        raw = await self._store.get(ScalableTopic.KIND, namespace, name)
+        raw = self._informers.topics.get(namespace, name)
+        if raw is None:
+            return
         topic = ScalableTopic.model_validate(raw)
         condition = Condition(
             type=READY,
@@ -253,13 +259,10 @@ class TopicLifecycle:
 
     # -- deletion -------------------------------------------------------------------------------
 
-    async def _finalize(self, topic: ScalableTopic) -> bool:
+    async def _finalize(self, metadata: ObjectMeta) -> bool:
         """Remove every segment, then the finalizer; True when the topic is gone."""
-        namespace, name = topic.metadata.namespace or "default", topic.metadata.name
-        listing = await self._store.list(
-            Segment.KIND, namespace=namespace, label_selector=f"{TOPIC_LABEL}={name}"
-        )
-        for item in listing.items:
+        namespace, name = metadata.namespace or "default", metadata.name
+        for item in self._informers.segments_of(namespace, name):
             segment = Segment.model_validate(item)
             if segment.status.broker is not None:
                 descriptor = segment.metadata.name.removeprefix(f"{name}-")
@@ -270,14 +273,14 @@ class TopicLifecycle:
                     log.info("segment %s of %s/%s was already gone", descriptor, namespace, name)
             with contextlib.suppress(NotFound):
                 await self._store.delete(Segment.KIND, namespace, segment.metadata.name)
-        finalizers = [f for f in topic.metadata.finalizers if f != FINALIZER]
+        finalizers = [f for f in metadata.finalizers if f != FINALIZER]
         try:
             await self._store.patch(
                 ScalableTopic.KIND,
                 namespace,
                 name,
                 {"metadata": {"finalizers": finalizers}},
-                resource_version=topic.metadata.resource_version,
+                resource_version=metadata.resource_version,
             )
         except NotFound:
             pass

@@ -1,9 +1,10 @@
-"""A controller process: campaigns for every ScalableTopic's Lease and leads the ones it wins.
+"""A controller process: holds its share of the ownership shards and leads their topics.
 
-Each topic has a Lease ``<topic>-controller`` in its namespace, annotated with the holder's
-endpoint. Any number of controller processes may run; each topic is led by exactly one, which
-reconciles it whenever the topic changes (and retries with backoff while it is not settled).
-When a topic is gone, its campaign stops and its Lease is removed.
+One informer per kind (store/informers.py) feeds everything; ``ShardOwnership`` campaigns for
+the shard Leases (model/ownership.py); the ``TopicSupervisor`` runs one ``TopicController`` per
+topic of the shards held, started when a shard is won or a topic of it appears, stopped when
+the shard is lost or handed over (before its Lease can be taken elsewhere) or the topic is
+gone. Any number of controller processes may run; each topic is led by exactly one.
 """
 
 from __future__ import annotations
@@ -11,34 +12,31 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from contextlib import AbstractAsyncContextManager
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 import aiohttp
 
-from ..admin.broker_admin import BrokerAdmin, BrokerAdminError, BrokerUnreachable
+from ..admin.broker_admin import BrokerAdmin
 from ..model.clock import Clock, SystemClock
-from ..model.placement import NoLiveBroker
+from ..model.ownership import DEFAULT_SHARD_COUNT, shard_of, validate_shard_count
 from ..model.resources import CONTROLLER_ENDPOINT_ANNOTATION as ENDPOINT_ANNOTATION
-from ..model.resources import ScalableTopic, controller_lease_name
-from ..store import Conflict, EventType, Expired, LeaseLock, NotFound, Store, StoreError
-from ..store.kinds import LEASE
-from ..tasks import cancel_and_wait
+from ..store import Store
+from ..store.informer import Change
+from ..store.informers import Informers
 from .consumers import ConsumerCoordinators
 from .endpoint import serving_endpoint
-from .leader import ElectionTiming, LeaderElector
+from .leader import ElectionTiming
 from .led_topics import DEFAULT_GRACE_PERIOD
-from .lifecycle import LeaderIdentity, TopicLifecycle
+from .metrics import ControllerMetrics
+from .ownership import ShardOwnership, shard_index
 from .producer_grants import ProducerGrantCoordinators
-from .scaling import OperationCannotProceed, TopicScaler
+from .supervisor import DEFAULT_CONCURRENT_PASSES, TopicKey, TopicSupervisor
+from .topic_controller import ControllerContext, TopicController
+
+__all__ = ["ENDPOINT_ANNOTATION", "ControllerConfig", "ControllerManager"]
 
 log = logging.getLogger(__name__)
-
-_RETRY_FIRST, _RETRY_MAX = 0.5, 30.0
-_IMMEDIATE_RETRIES = 5
-# A settled topic is looked at again this often: drained markers (on Segment objects) and
-# retention age change nothing on the topic, yet they decide garbage collection.
-_RESYNC_SECONDS = 30.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,194 +52,160 @@ class ControllerConfig:
     # How long a disconnected stream consumer keeps its segments, and a disconnected exclusive
     # producer the topic.
     consumer_grace_period: float = DEFAULT_GRACE_PERIOD
+    # Every replica must use the same count (see docs/architecture.md before changing it).
+    shards: int = DEFAULT_SHARD_COUNT
+    concurrent_passes: int = DEFAULT_CONCURRENT_PASSES
 
     def __post_init__(self) -> None:
         if not self.consumer_grace_period > 0:
             raise ValueError(
                 f"the consumer grace period must be positive, not {self.consumer_grace_period}s"
             )
-
-
-class _Topic:
-    """One topic's campaign and the wake-up its leader waits on."""
-
-    def __init__(self) -> None:
-        self.changed = asyncio.Event()
-        self.task: asyncio.Task[None] | None = None
+        validate_shard_count(self.shards)
+        if self.concurrent_passes < 1:
+            raise ValueError(
+                f"concurrent passes must be at least 1, not {self.concurrent_passes}"
+            )
 
 
 class ControllerManager:
-    def __init__(self, store: Store, config: ControllerConfig, clock: Clock | None = None) -> None:
+    def __init__(
+        self,
+        store: Store,
+        config: ControllerConfig,
+        clock: Clock | None = None,
+        informers: Informers | None = None,
+    ) -> None:
+        """``informers``: running ones shared with a broker of the same process; by default
+        the manager runs its own."""
         self._store = store
         self._config = config
         self._clock = clock
-        self._topics: dict[tuple[str, str], _Topic] = {}
-        self._admin: BrokerAdmin | None = None
-        self._coordinators: ConsumerCoordinators | None = None
-        self._grants: ProducerGrantCoordinators | None = None
+        self._informers = informers
+        self._shard_terms: dict[int, int] = {}
+        self._supervisor: TopicSupervisor | None = None
+        self._context: ControllerContext | None = None
+        self.metrics = ControllerMetrics()
+        self.ownership: ShardOwnership | None = None
+
+    @property
+    def led_topics(self) -> frozenset[TopicKey]:
+        return frozenset() if self._supervisor is None else self._supervisor.led
 
     async def run(self) -> None:
-        """Follow every ScalableTopic until cancelled."""
+        """Lead this replica's share of the topics until cancelled."""
+        config = self._config
         clock = self._clock or SystemClock(asyncio.get_running_loop().time)
-        self._clock = clock
-        coordinators = ConsumerCoordinators(self._store, clock, self._config.consumer_grace_period)
-        self._coordinators = coordinators
-        async with aiohttp.ClientSession() as session:
-            self._admin = BrokerAdmin(session, self._config.admin_token)
-            self._grants = ProducerGrantCoordinators(
-                self._store, self._admin, clock, self._config.consumer_grace_period
-            )
-            async with self._serving(coordinators, self._grants):
-                await self._follow_until_cancelled()
+        async with self._informers_running() as informers:
+            store = informers.writing_through(self._store)
+            async with aiohttp.ClientSession() as session:
+                admin = BrokerAdmin(session, config.admin_token)
+                coordinators = ConsumerCoordinators(
+                    store, informers, clock, config.consumer_grace_period
+                )
+                grants = ProducerGrantCoordinators(
+                    store, admin, clock, config.consumer_grace_period
+                )
+                self._context = ControllerContext(
+                    store,
+                    informers,
+                    admin,
+                    clock,
+                    config.identity,
+                    config.endpoint,
+                    config.system_namespace,
+                    coordinators,
+                    grants,
+                    asyncio.Semaphore(config.concurrent_passes),
+                    self.metrics,
+                )
+                supervisor = self._supervisor = TopicSupervisor(self._run_topic)
+                ownership = self.ownership = ShardOwnership(
+                    store,
+                    informers,
+                    config.identity,
+                    config.endpoint,
+                    config.shards,
+                    config.timing,
+                    clock,
+                    self._lead_shard,
+                )
+                self.metrics.follow(lambda: len(supervisor.led), lambda: len(ownership.held))
+                unsubscribe = informers.topics.subscribe(self._topic_changed)
+                try:
+                    async with self._serving(coordinators, grants, informers):
+                        await informers.wait_synced()
+                        await ownership.run()
+                finally:
+                    unsubscribe()
+                    await supervisor.close()
 
-    async def _follow_until_cancelled(self) -> None:
+    @contextlib.asynccontextmanager
+    async def _informers_running(self) -> AsyncIterator[Informers]:
+        if self._informers is not None:
+            yield self._informers
+            return
+        informers = Informers(self._store, self._config.system_namespace)
+        informers.start()
         try:
-            await self._follow_topics()
+            yield informers
         finally:
-            for topic in self._topics.values():
-                if topic.task is not None:
-                    topic.task.cancel()
-            await asyncio.gather(
-                *(t.task for t in self._topics.values() if t.task), return_exceptions=True
-            )
+            await informers.stop()
 
     def _serving(
-        self, coordinators: ConsumerCoordinators, grants: ProducerGrantCoordinators
-    ) -> AbstractAsyncContextManager[None]:
+        self,
+        coordinators: ConsumerCoordinators,
+        grants: ProducerGrantCoordinators,
+        informers: Informers,
+    ) -> contextlib.AbstractAsyncContextManager[None]:
         listen, config = self._config.listen, self._config
         if listen is None:
             return contextlib.nullcontext()
         return serving_endpoint(
-            coordinators, self._store, config.identity, config.admin_token, *listen, grants
+            coordinators,
+            informers,
+            config.identity,
+            config.admin_token,
+            *listen,
+            grants,
+            self.metrics,
         )
 
-    async def _follow_topics(self) -> None:
-        while True:
-            try:
-                listing = await self._store.list(ScalableTopic.KIND)
-                present = set()
-                for item in listing.items:
-                    key = (item["metadata"]["namespace"], item["metadata"]["name"])
-                    present.add(key)
-                    self._touch(key)
-                for key in set(self._topics) - present:
-                    await self._forget(key)
-                async with self._store.watch(
-                    ScalableTopic.KIND, resource_version=listing.resource_version
-                ) as events:
-                    async for event in events:
-                        key = (
-                            event.object["metadata"]["namespace"],
-                            event.object["metadata"]["name"],
-                        )
-                        if event.type is EventType.DELETED:
-                            await self._forget(key)
-                        else:
-                            self._touch(key)
-            except asyncio.CancelledError:
-                raise
-            except Expired:
-                continue
-            except StoreError:
-                log.warning("watching ScalableTopics failed; listing again", exc_info=True)
-                await asyncio.sleep(_RETRY_FIRST)
+    # -- shards and topics ----------------------------------------------------------------------
 
-    def _touch(self, key: tuple[str, str]) -> None:
-        topic = self._topics.get(key)
-        if topic is None:
-            topic = self._topics[key] = _Topic()
-            topic.task = asyncio.get_running_loop().create_task(
-                self._campaign(key, topic), name=f"campaign {key}"
-            )
-        topic.changed.set()
+    async def _lead_shard(self, shard: int, term: int, handover: asyncio.Event) -> None:
+        """Lead every topic of the shard for ``term`` until it is handed over (or this is
+        cancelled because its Lease was lost); return only once they have all stopped."""
+        assert self._supervisor is not None and self._context is not None
+        count = self._config.shards
+        self._shard_terms[shard] = term
+        topics = self._context.informers.topics.by_index(shard_index(count), shard)
+        log.info("%s leads shard %d (term %d): %d topics", self._config.identity, shard, term, len(topics))
+        for topic in topics:
+            metadata = topic["metadata"]
+            self._supervisor.lead((metadata["namespace"], metadata["name"]), term)
+        try:
+            await handover.wait()
+        finally:
+            if self._shard_terms.get(shard) == term:
+                del self._shard_terms[shard]
+            led = [key for key in self._supervisor.led if shard_of(*key, count) == shard]
+            await self._supervisor.stop(led)
+            log.info("%s stopped leading shard %d (term %d)", self._config.identity, shard, term)
 
-    async def _forget(self, key: tuple[str, str]) -> None:
-        topic = self._topics.pop(key, None)
-        if topic is None or topic.task is None:
+    def _topic_changed(self, change: Change) -> None:
+        """A topic appeared (or changed) in a shard this replica holds: lead it."""
+        if change.new is None or self._supervisor is None:
             return
-        await cancel_and_wait(topic.task)
-        with contextlib.suppress(NotFound, StoreError):
-            await self._store.delete(LEASE.kind, key[0], controller_lease_name(key[1]))
+        namespace, name = change.key
+        term = self._shard_terms.get(shard_of(namespace, name, self._config.shards))
+        if term is not None and self._supervisor.term_of(change.key) != term:
+            self._supervisor.lead(change.key, term)
 
-    async def _campaign(self, key: tuple[str, str], topic: _Topic) -> None:
-        namespace, name = key
-        assert self._clock is not None
-        annotations = {ENDPOINT_ANNOTATION: self._config.endpoint} if self._config.endpoint else {}
-        lock = LeaseLock(
-            self._store,
-            namespace,
-            controller_lease_name(name),
-            self._config.identity,
-            max(1, round(self._config.timing.lease_duration)),
-            self._clock,
-            annotations,
-        )
-
-        async def lead(term: int) -> None:
-            assert self._coordinators is not None and self._grants is not None
-            # Consumer sessions and the exclusive producer are served for exactly as long as
-            # the topic is led.
-            async with (
-                self._coordinators.leading(namespace, name, term),
-                self._grants.leading(namespace, name, term),
-            ):
-                await self._lead(namespace, name, term, topic)
-
-        elector = LeaderElector(lock, self._config.timing, self._clock, lead)
-        while True:
-            try:
-                await elector.run()  # returns when leadership is lost: campaign again
-            except Exception:
-                log.exception("leading %s/%s failed; campaigning again", namespace, name)
-                await asyncio.sleep(_RETRY_FIRST)
-
-    async def _lead(self, namespace: str, name: str, term: int, topic: _Topic) -> None:
-        assert self._admin is not None and self._clock is not None
-        leader = LeaderIdentity(self._config.identity, self._config.endpoint, term)
-        lifecycle = TopicLifecycle(
-            self._store, self._admin, self._clock, leader, self._config.system_namespace
-        )
-        scaler = TopicScaler(self._store, self._admin, self._clock, lifecycle, lifecycle.events)
-        delay = _RETRY_FIRST
-        conflicts = 0
-        while True:
-            topic.changed.clear()
-            try:
-                # Requests first: a split must not wait for a full pass over every segment.
-                await scaler.advance(namespace, name)
-                settled = await lifecycle.reconcile(namespace, name)
-                conflicts = 0
-            except Conflict:
-                # Another writer of the status (consumer sessions, grants) came first: read
-                # again at once, a few times, before backing off like any other failure.
-                conflicts += 1
-                if conflicts <= _IMMEDIATE_RETRIES:
-                    continue
-                log.info(
-                    "reconciling %s/%s: repeated conflicts; retrying in %.1fs",
-                    namespace,
-                    name,
-                    delay,
-                )
-                settled = False
-            except (
-                StoreError,
-                BrokerAdminError,
-                BrokerUnreachable,
-                NoLiveBroker,
-                OperationCannotProceed,
-                ValueError,
-            ) as error:
-                # Conflicts, unreachable brokers, no live broker yet: all transient.
-                log.info("reconciling %s/%s: %s; retrying in %.1fs", namespace, name, error, delay)
-                settled = False
-            if settled:
-                delay = _RETRY_FIRST
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(_RESYNC_SECONDS):
-                        await topic.changed.wait()
-                continue
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(delay):
-                    await topic.changed.wait()
-            delay = min(delay * 2, _RETRY_MAX)
+    async def _run_topic(self, key: TopicKey, term: int) -> None:
+        assert self._context is not None
+        try:
+            await TopicController(self._context, key[0], key[1], term).run()
+        except Exception:
+            self.metrics.restarts.inc()
+            raise

@@ -54,6 +54,7 @@ from ..model.scale_request import (
 )
 from ..model.segment import descriptor
 from ..store import Conflict, NotFound, Store
+from ..store.informers import Informers
 from .events import EventRecorder
 from .failpoints import failpoint
 from .lifecycle import Placements, TopicLifecycle
@@ -73,12 +74,14 @@ class TopicScaler:
     def __init__(
         self,
         store: Store,
+        informers: Informers,
         admin: BrokerAdmin,
         clock: Clock,
         lifecycle: TopicLifecycle,
         events: EventRecorder,
     ) -> None:
         self._store = store
+        self._informers = informers
         self._admin = admin
         self._clock = clock
         self._lifecycle = lifecycle
@@ -88,12 +91,11 @@ class TopicScaler:
         """Finish the pending operation, then take requests until none is left. A topic whose
         segments are not all served yet waits (its leader's lifecycle pass comes first)."""
         while True:
-            topic = await self._read(namespace, name)
-            if (
-                topic is None
-                or topic.metadata.deletion_timestamp is not None
-                or topic.status.phase not in (TopicPhase.READY, TopicPhase.SCALING)
-            ):
+            raw = self._informers.topics.get(namespace, name)
+            if raw is None or raw["metadata"].get("deletionTimestamp"):
+                return  # deletion needs no spec: the lifecycle removes everything
+            topic = ScalableTopic.model_validate(raw)
+            if topic.status.phase not in (TopicPhase.READY, TopicPhase.SCALING):
                 return
             if topic.status.pending_operation is not None:
                 await self._carry_out(topic)
@@ -194,17 +196,18 @@ class TopicScaler:
             }
             if not removal:
                 return
+            version = current.metadata.resource_version or ""
             try:
                 await self._store.patch(
                     ScalableTopic.KIND,
                     namespace,
                     name,
                     {"metadata": {"annotations": removal}},
-                    resource_version=current.metadata.resource_version,
+                    resource_version=version,
                 )
                 return
             except Conflict:
-                continue
+                await self._informers.topics.wait_changed(namespace, name, version)
 
     # -- carrying out ---------------------------------------------------------------------------
 
@@ -236,6 +239,7 @@ class TopicScaler:
         async def create(child: PlannedChild) -> None:
             raw = await ensure_segment_object(
                 self._store,
+                self._informers,
                 topic,
                 child.segment_id,
                 child.hash_range,
@@ -392,12 +396,14 @@ class TopicScaler:
         for parent_id in parent_ids:
             info = layout.get(parent_id)
             object_name = segment_object_name(topic.metadata.name, info.descriptor)
-            try:
-                raw = await self._store.get(Segment.KIND, namespace, object_name)
-            except NotFound:
-                raise OperationCannotProceed(
-                    f"segment {parent_id}'s Segment object is gone"
-                ) from None
+            raw = self._informers.segments.get(namespace, object_name)
+            if raw is None:  # gone, or not in the cache yet: only the store can tell
+                try:
+                    raw = await self._store.get(Segment.KIND, namespace, object_name)
+                except NotFound:
+                    raise OperationCannotProceed(
+                        f"segment {parent_id}'s Segment object is gone"
+                    ) from None
             parents.append(Segment.model_validate(raw))
         return parents
 
@@ -415,12 +421,8 @@ class TopicScaler:
         return ScalableTopic.model_validate(await self._store.replace_status(raw))
 
     async def _read(self, namespace: str, name: str) -> ScalableTopic | None:
-        try:
-            return ScalableTopic.model_validate(
-                await self._store.get(ScalableTopic.KIND, namespace, name)
-            )
-        except NotFound:
-            return None
+        raw = self._informers.topics.get(namespace, name)
+        return None if raw is None else ScalableTopic.model_validate(raw)
 
     def _condition(self, status: str, reason: str, message: str, topic: ScalableTopic) -> Condition:
         return Condition(

@@ -12,7 +12,8 @@ from typing import Any
 from ..model.hash_range import HashRange
 from ..model.resources import API_VERSION, TOPIC_LABEL, ScalableTopic, Segment, segment_object_name
 from ..model.segment import descriptor
-from ..store import AlreadyExists, NotFound, Store
+from ..store import AlreadyExists, Store
+from ..store.informers import Informers
 
 
 def segment_manifest(
@@ -53,6 +54,7 @@ def segment_manifest(
 
 async def ensure_segment_object(
     store: Store,
+    informers: Informers,
     topic: ScalableTopic,
     segment_id: int,
     hash_range: HashRange,
@@ -62,11 +64,10 @@ async def ensure_segment_object(
     """The segment's object, created if missing (its spec is immutable once made)."""
     manifest = segment_manifest(topic, segment_id, hash_range, parents, subscriptions)
     namespace, name = manifest["metadata"]["namespace"], manifest["metadata"]["name"]
-    try:
-        return await store.get(Segment.KIND, namespace, name)
-    except NotFound:
-        pass
+    cached = informers.segments.get(namespace, name)
+    if cached is not None:
+        return cached
     try:
         return await store.create(manifest)
-    except AlreadyExists:
+    except AlreadyExists:  # the cache is behind: the store has it
         return await store.get(Segment.KIND, namespace, name)

@@ -28,11 +28,12 @@ from ..admin.broker_admin import BrokerAdmin, BrokerAdminError, BrokerUnreachabl
 from ..model.clock import Clock
 from ..model.conditions import Condition, ConditionStatus, find_condition, set_condition
 from ..model.layout import SegmentLayout
-from ..model.resources import TOPIC_LABEL, ScalableTopic, Segment, segment_object_name
+from ..model.resources import ScalableTopic, Segment, segment_object_name
 from ..model.segment import SegmentInfo
 from ..model.timefmt import format_time
 from ..protocol import InitialPosition
 from ..store import NotFound, Store
+from ..store.informers import Informers
 from .events import EventRecorder
 from .subscription_plan import SubscriptionPlan, plan_subscriptions, record_intent, record_outcome
 
@@ -47,12 +48,14 @@ class SubscriptionSync:
     def __init__(
         self,
         store: Store,
+        informers: Informers,
         admin: BrokerAdmin,
         clock: Clock,
         events: EventRecorder | None = None,
         parallelism: int = _PARALLELISM,
     ) -> None:
         self._store = store
+        self._informers = informers
         self._admin = admin
         self._clock = clock
         self._events = events
@@ -63,9 +66,8 @@ class SubscriptionSync:
         which: try again later). True when every segment has exactly the declared
         subscriptions, or as far as it can while a split or merge is pending (the pass after it
         finishes concludes). Raises Conflict when the topic changed under the pass."""
-        try:
-            raw = await self._store.get(ScalableTopic.KIND, namespace, name)
-        except NotFound:
+        raw = self._informers.topics.get(namespace, name)
+        if raw is None:
             return True
         topic = ScalableTopic.model_validate(raw)
         if topic.metadata.deletion_timestamp is not None or not topic.status.segments:
@@ -110,10 +112,10 @@ class SubscriptionSync:
         """Do the plan on every segment of the layout; the failures, one line per segment."""
         namespace, name = topic.metadata.namespace or "default", topic.metadata.name
         layout = SegmentLayout.from_status(topic.status.to_wire())
-        listing = await self._store.list(
-            Segment.KIND, namespace=namespace, label_selector=f"{TOPIC_LABEL}={name}"
-        )
-        objects = {item["metadata"]["name"]: Segment.model_validate(item) for item in listing.items}
+        objects = {
+            item["metadata"]["name"]: Segment.model_validate(item)
+            for item in self._informers.segments_of(namespace, name)
+        }
         gate = asyncio.Semaphore(self._parallelism)
 
         async def one(info: SegmentInfo) -> str | None:

@@ -27,8 +27,11 @@ holding those events. A watch releases its listener on ``aclose``, on leaving ``
 when it is garbage collected, and when its iteration is cancelled outside ``async with`` (inside,
 a timed-out read leaves it open). An object that leaves a selector's selection arrives as
 DELETED carrying its new state, where Kubernetes sends the previous one; type, name and
-resourceVersion are the same. ``close()`` first delivers to open watches the changes committed
-before it began, then each raises StoreClosed from its iterator once its queue is drained.
+resourceVersion are the same. A watch that allows bookmarks gets a BOOKMARK at most every
+``bookmark_interval`` seconds once the feed has served it past its last one (changes of other
+kinds, or outside its namespace or selection, move it on too). ``close()`` first delivers to
+open watches the changes committed before it began, then each raises StoreClosed from its
+iterator once its queue is drained.
 """
 
 from __future__ import annotations
@@ -96,6 +99,7 @@ class EmbeddedStore:
         poll_interval: float = 0.005,
         synchronous: Synchronous = "FULL",
         busy_timeout: float = 30.0,
+        bookmark_interval: float = 1.0,
     ) -> None:
         if history_limit < 1:
             raise ValueError(f"history_limit must be at least 1, not {history_limit}")
@@ -103,11 +107,14 @@ class EmbeddedStore:
             raise ValueError(f"synchronous must be OFF, NORMAL, FULL or EXTRA, not {synchronous!r}")
         if poll_interval <= 0:
             raise ValueError(f"poll_interval must be positive, not {poll_interval}")
+        if bookmark_interval <= 0:
+            raise ValueError(f"bookmark_interval must be positive, not {bookmark_interval}")
         self._path = str(path)
         self._kinds = kinds
         self._clock: Clock = clock or SystemClock()
         self._history_limit = history_limit
         self._poll_interval = poll_interval
+        self._bookmark_interval = bookmark_interval
         self._synchronous = synchronous
         self._busy_timeout = busy_timeout
         self._closed = False
@@ -225,6 +232,7 @@ class EmbeddedStore:
         namespace: str | None = None,
         resource_version: str | None = None,
         label_selector: str | None = None,
+        allow_bookmarks: bool = False,
     ) -> EmbeddedWatch:
         if self._closed:
             raise StoreClosed(f"the store {self._path} is closed")
@@ -235,7 +243,8 @@ class EmbeddedStore:
             if not resource_version.isdecimal():
                 raise Invalid(f"resourceVersion {resource_version!r} is not a store revision")
             start = int(resource_version)
-        return EmbeddedWatch(self, kind, namespace or None, start, selector)
+        bookmarks = self._bookmark_interval if allow_bookmarks else None
+        return EmbeddedWatch(self, kind, namespace or None, start, selector, bookmarks)
 
     async def close(self) -> None:
         """Release the file. Open watches first get the changes committed before close began,
@@ -391,6 +400,25 @@ class EmbeddedStore:
             last = batch.changes[-1].revision
             for listener in ready:
                 listener.cursor = max(listener.cursor, last)
+                if listener.bookmark_interval is not None:
+                    self._bookmark(listener)
+
+    def _bookmark(self, listener: Listener) -> None:
+        """Tell a bookmark watch how far it has been served, at most once an interval."""
+        assert listener.bookmark_interval is not None
+        now = listener.loop.time()
+        if (
+            listener.cursor > listener.bookmarked
+            and now - listener.bookmarked_at >= listener.bookmark_interval
+        ):
+            listener.bookmarked, listener.bookmarked_at = listener.cursor, now
+            info = self._kinds[listener.kind]
+            bookmark = {
+                "apiVersion": info.api_version,
+                "kind": info.kind,
+                "metadata": {"resourceVersion": str(listener.cursor)},
+            }
+            listener.queue.put_nowait(WatchEvent(EventType.BOOKMARK, bookmark))
 
     # -- the worker thread ------------------------------------------------------------------
 

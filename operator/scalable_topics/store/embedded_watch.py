@@ -65,6 +65,9 @@ class Listener:
     cursor: int  # every change up to this revision has been delivered
     queue: asyncio.Queue[WatchEvent | StoreError]
     loop: asyncio.AbstractEventLoop
+    bookmark_interval: float | None = None  # None: the watch asked for no bookmarks
+    bookmarked: int = 0  # the revision of the last bookmark sent
+    bookmarked_at: float = float("-inf")
 
 
 class EmbeddedWatch:
@@ -77,9 +80,11 @@ class EmbeddedWatch:
         namespace: str | None,
         start: int | None,
         selector: LabelSelector,
+        bookmark_interval: float | None = None,
     ) -> None:
         self._store = store
         self._kind, self._namespace, self._start, self._selector = kind, namespace, start, selector
+        self._bookmark_interval = bookmark_interval
         self._queue: asyncio.Queue[WatchEvent | StoreError] = asyncio.Queue()
         self._listener: Listener | None = None
         self._started = self._closed = self._entered = False
@@ -154,6 +159,8 @@ class EmbeddedWatch:
                         revision,
                         self._queue,
                         asyncio.get_running_loop(),
+                        self._bookmark_interval,
+                        bookmarked=revision,
                     )
                 )
         except BaseException:

@@ -5,11 +5,15 @@ counts as expired only once this lock's *monotonic* clock says the holder's
 ``leaseDurationSeconds`` have passed since the lock last saw the record change: the holder's
 renewTime is never compared with the local wall clock, so clock skew between machines cannot
 steal a lease. Every write is a compare-and-swap on the resourceVersion that was read.
+
+Given ``read`` (an informer's cache of the Lease), a lock reads from it instead of asking the
+store: a campaign then costs nothing until the lease looks free, and a renewal one write. A
+stale read only costs a refused write (Conflict), after which the cache catches up.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from types import MappingProxyType
@@ -78,7 +82,13 @@ class LeaseLock:
         duration_seconds: int,
         clock: Clock,
         annotations: Mapping[str, str] | None = None,
+        *,
+        read: Callable[[], Object | None] | None = None,
+        term_floor: Callable[[], int] | None = None,
     ) -> None:
+        """``read`` returns the Lease as cached (None: there is none); without it every
+        attempt reads the store. ``term_floor`` is the least transition count an acquisition
+        may write (a taken-over lease counts at least one more than before)."""
         if not identity:
             raise ValueError("a lease candidate needs a non-empty identity")
         if duration_seconds < 1:
@@ -89,6 +99,8 @@ class LeaseLock:
         self._duration_seconds = duration_seconds
         self._clock = clock
         self._annotations = dict(annotations or {})
+        self._read_cached = read
+        self._term_floor = term_floor or (lambda: 0)
         self._observed: LeaseRecord | None = None
         self._observed_at = 0.0  # monotonic time the observed record last changed
 
@@ -110,11 +122,18 @@ class LeaseLock:
         """Whether the last observed record names this candidate (it may have expired since)."""
         return self._observed is not None and self._observed.holder_identity == self._identity
 
+    async def _read(self) -> Object | None:
+        if self._read_cached is not None:
+            return self._read_cached()
+        try:
+            return await self._store.get(LEASE.kind, self._namespace, self._name)
+        except NotFound:
+            return None
+
     async def try_acquire_or_renew(self) -> bool:
         now = self._clock.now()
-        try:
-            lease = await self._store.get(LEASE.kind, self._namespace, self._name)
-        except NotFound:
+        lease = await self._read()
+        if lease is None:
             return await self._create(now)
         current = LeaseRecord.from_object(lease)
         self._observe(current)
@@ -123,7 +142,8 @@ class LeaseLock:
         if self.is_leader:  # renewal: the term goes on
             acquire_time, transitions = current.acquire_time, current.lease_transitions
         else:
-            acquire_time, transitions = now, current.lease_transitions + 1
+            acquire_time = now
+            transitions = max(current.lease_transitions + 1, self._term_floor())
         wanted = LeaseRecord(
             holder_identity=self._identity,
             lease_duration_seconds=self._duration_seconds,
@@ -138,9 +158,8 @@ class LeaseLock:
         """Give the lease up if this candidate holds it; True when it no longer does."""
         if not self.is_leader:
             return True
-        try:
-            lease = await self._store.get(LEASE.kind, self._namespace, self._name)
-        except NotFound:
+        lease = await self._read()
+        if lease is None:
             self._observed = None
             return True
         current = LeaseRecord.from_object(lease)
@@ -176,7 +195,7 @@ class LeaseLock:
             lease_duration_seconds=self._duration_seconds,
             acquire_time=now,
             renew_time=now,
-            lease_transitions=0,
+            lease_transitions=self._term_floor(),
             annotations=MappingProxyType(dict(self._annotations)),
         )
         metadata: dict[str, Any] = {"name": self._name, "namespace": self._namespace}

@@ -28,6 +28,10 @@ Semantics every adapter keeps (the contract suite in tests/store checks them):
   every later change with no gap, or raises Expired when that history is gone. With a label
   selector an object that stops matching arrives as DELETED and one that starts as ADDED.
   A watch holds resources until closed: use it as ``async with store.watch(...) as events``.
+  With ``allow_bookmarks`` it may also yield BOOKMARK events now and then: their object has
+  only ``kind``, ``apiVersion`` and ``metadata.resourceVersion``, a revision every change up to
+  which was delivered, so that a watch resumed from it sees exactly the later changes (a quiet
+  watch keeps a fresh place to resume from while other kinds move the history on).
 """
 
 from __future__ import annotations
@@ -45,6 +49,7 @@ class EventType(StrEnum):
     ADDED = "ADDED"
     MODIFIED = "MODIFIED"
     DELETED = "DELETED"
+    BOOKMARK = "BOOKMARK"
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,6 +128,7 @@ class Store(Protocol):
         namespace: str | None = None,
         resource_version: str | None = None,
         label_selector: str | None = None,
+        allow_bookmarks: bool = False,
     ) -> Watch: ...
 
     async def close(self) -> None: ...
