@@ -188,8 +188,9 @@ class Client:
         topic (every segment, present and future) for this producer alone. Batches close at
         ``batching_max_messages`` or ``batching_max_bytes``, or ``batching_max_delay``
         seconds after their first message. A message unacknowledged after ``send_timeout``
-        seconds fails with Timeout; ``send_async`` waits while ``max_pending_messages`` are
-        unanswered.
+        seconds fails with Timeout, and so does every message waiting behind it for the same
+        segment; ``send_async`` waits while ``max_pending_messages`` are unanswered, and
+        ``flush()`` and ``close()`` raise SendFailed for the ones it queued that failed.
         """
         batching = Batching(batching_max_messages, batching_max_bytes, batching_max_delay)
         if batching_max_messages < 1 or batching_max_bytes < 1 or batching_max_delay < 0:
