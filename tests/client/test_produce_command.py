@@ -20,6 +20,8 @@ pytestmark = pytest.mark.slow
 # Bounds a failing test only: before stctl produce stopped at its first failure, the runs below
 # went on for minutes.
 EXIT_TIMEOUT = 30.0
+# Long enough for a loaded machine to acknowledge a message, short enough to wait out.
+SEND_TIMEOUT = 3
 
 
 async def stctl_produce(cluster: ClientCluster, *args: str) -> asyncio.subprocess.Process:
@@ -30,7 +32,7 @@ async def stctl_produce(cluster: ClientCluster, *args: str) -> asyncio.subproces
         "produce",
         "orders",
         "--send-timeout",
-        "1",
+        str(SEND_TIMEOUT),
         "--url",
         cluster.service_url,
         "-o",
@@ -97,7 +99,7 @@ async def test_produce_reports_acknowledged_and_failed_when_the_service_dies(
     assert summary["notSent"] is None  # the length of stdin is unknown
     [line] = stderr.splitlines()
     assert line.startswith("stctl produce: 30 of 80 messages failed"), line
-    assert "send timeout of 1 s" in line
+    assert f"send timeout of {SEND_TIMEOUT} s" in line
 
     process.stdin.close()
     await asyncio.gather(*(broker.start() for broker in cluster.brokers))
