@@ -57,3 +57,12 @@ def test_help_lists_only_working_commands() -> None:
     listed = result.stdout.split("commands:")[1]
     for command in ("crds", "broker", "controller"):
         assert command in listed
+
+
+def test_produce_documents_its_failures_and_refuses_a_send_timeout_that_is_not_positive() -> None:
+    described = " ".join(_stctl("produce", "--help").stdout.split())
+    assert "--send-timeout SECONDS" in described
+    assert "prints both counts and exits 1" in described
+    result = _stctl("produce", "orders", "-m", "x", "--send-timeout", "0")
+    assert result.returncode == 2
+    assert result.stderr == "stctl produce: --send-timeout must be positive (seconds)\n"

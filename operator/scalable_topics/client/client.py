@@ -10,6 +10,7 @@ consumers use them.
 from __future__ import annotations
 
 import asyncio
+import logging
 import socket
 from collections.abc import Awaitable
 from types import TracebackType
@@ -21,7 +22,7 @@ from ..model.resources import ProducerAccessMode
 from ..protocol import InitialPosition
 from .admin import Admin
 from .checkpoint_consumer import CheckpointConsumer
-from .errors import ClientClosed
+from .errors import ClientClosed, FailedSend, SendFailed
 from .pool import ConnectionPool
 from .producer import Producer
 from .queue_consumer import QueueConsumer
@@ -29,6 +30,8 @@ from .segment_writer import Batching
 from .stream_consumer import StreamConsumer
 from .topic_layout import qualified_topic
 from .topic_watcher import TopicWatcher
+
+log = logging.getLogger(__name__)
 
 
 class _Closable(Protocol):
@@ -79,7 +82,14 @@ class Client:
         error: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        await self.close()
+        """Close; failed sends are raised when the block ended normally, and logged when it
+        raised (its own error is the one to see)."""
+        try:
+            await self.close()
+        except SendFailed as failed:
+            if error is None:
+                raise
+            log.warning("%s", failed.message)
 
     @property
     def pool(self) -> ConnectionPool:
@@ -132,11 +142,17 @@ class Client:
         self._closables.discard(closable)
 
     async def close(self) -> None:
-        """Close every producer and consumer, every watch and connection."""
+        """Close every producer and consumer, every watch and connection; then raise
+        SendFailed if a producer closed here had messages queued with ``send_async`` since its
+        last flush that failed (all of them, across producers, in one error)."""
         if self._closed:
             return
+        failures: list[FailedSend] = []
         for closable in list(self._closables):
-            await closable.close()
+            try:
+                await closable.close()
+            except SendFailed as failed:
+                failures.extend(failed.failures)
         self._closed = True
         for starting in self._watchers.values():
             if not starting.done():
@@ -147,6 +163,8 @@ class Client:
             await self._pool.close()
         if self._session is not None:
             await self._session.close()
+        if failures:
+            raise SendFailed(failures) from failures[0].error
 
     # -- producers ------------------------------------------------------------------------------
 
@@ -170,8 +188,9 @@ class Client:
         topic (every segment, present and future) for this producer alone. Batches close at
         ``batching_max_messages`` or ``batching_max_bytes``, or ``batching_max_delay``
         seconds after their first message. A message unacknowledged after ``send_timeout``
-        seconds fails with Timeout; ``send_async`` waits while ``max_pending_messages`` are
-        unanswered.
+        seconds fails with Timeout, and so does every message waiting behind it for the same
+        segment; ``send_async`` waits while ``max_pending_messages`` are unanswered, and
+        ``flush()`` and ``close()`` raise SendFailed for the ones it queued that failed.
         """
         batching = Batching(batching_max_messages, batching_max_bytes, batching_max_delay)
         if batching_max_messages < 1 or batching_max_bytes < 1 or batching_max_delay < 0:

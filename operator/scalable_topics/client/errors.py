@@ -8,7 +8,10 @@ application unless retrying is pointless or the operation's time is up.
 
 from __future__ import annotations
 
-from ..protocol import ErrorCode
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ..protocol import BatchMessage, ErrorCode
 
 
 class ClientError(Exception):
@@ -67,6 +70,34 @@ class MessageTooLarge(ClientError):
 
 class ServerError(ClientError):
     """The broker or controller failed, or is not ready; retrying later may help."""
+
+
+@dataclass(frozen=True, slots=True)
+class FailedSend:
+    """One message queued with ``send_async`` that was not acknowledged, and why."""
+
+    topic: str
+    message: BatchMessage
+    error: BaseException
+
+
+class SendFailed(ClientError):
+    """Messages queued with ``send_async`` since the last flush were not acknowledged:
+    ``flush()`` and ``close()`` raise it once for them. ``failures`` lists each message and its
+    error in the order they were queued (resend them in that order to keep each key's order);
+    the first error is the ``__cause__`` and gives the ``code``."""
+
+    def __init__(self, failures: Sequence[FailedSend]) -> None:
+        if not failures:
+            raise ValueError("SendFailed needs at least one failure")
+        self.failures = tuple(failures)
+        first = self.failures[0].error
+        count = len(self.failures)
+        noun = "message" if count == 1 else "messages"
+        super().__init__(
+            f"{count} {noun} sent since the last flush failed; the first: {first}",
+            first.code if isinstance(first, ClientError) else None,
+        )
 
 
 _BY_CODE: dict[ErrorCode, type[ClientError]] = {

@@ -9,16 +9,24 @@ overtake an older one. Keyless messages go round-robin over the Active segments.
 
 Sequence ids come from one counter per producer, taken when a batch is formed, so they grow
 within every segment; the broker deduplicates retries by (producer name, sequence id).
+
+No message is reported acknowledged unless a broker acknowledged it. Each send's future fails
+on its own; a message that times out fails every message waiting behind it for the same segment
+(as Pulsar's producers do), so that none is stored after an earlier one to its segment failed
+and a producer facing a dead service is answered within one send timeout. The failures of
+messages queued with ``send_async`` are kept until ``flush()`` or ``close()`` raises SendFailed
+for them, so an application that only checks those calls never takes a lost message for sent.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import functools
 import itertools
 import logging
 import uuid
 from collections.abc import Mapping
+from types import TracebackType
 from typing import TYPE_CHECKING
 
 from ..model.hash_range import HashRange
@@ -31,7 +39,7 @@ from ..protocol import (
     ProducerOpen,
     ProducerOpened,
 )
-from .errors import ClientClosed, ClientError, MessageTooLarge, Timeout
+from .errors import ClientClosed, ClientError, FailedSend, MessageTooLarge, SendFailed, Timeout
 from .exclusive_grant import ExclusiveGrant
 from .outgoing import OutgoingMessage
 from .pool import ConnectionPool
@@ -78,6 +86,8 @@ class Producer:
         self._grant: ExclusiveGrant | None = None
         self._space = asyncio.Semaphore(max_pending_messages)
         self._outstanding: set[asyncio.Future[MessageId | None]] = set()
+        self._queued = itertools.count()  # send_async order, to report failures in it
+        self._failed_sends: list[tuple[int, FailedSend]] = []  # since the last flush
         self._resolving: set[asyncio.Task[None]] = set()
         self._failure: ClientError | None = None
         self._closed = False
@@ -124,10 +134,9 @@ class Producer:
         event_time_ms: int | None = None,
     ) -> MessageId | None:
         """Send one message and return its id once it is durable. The id is None only for a
-        retry the broker recognised as stored long ago without remembering where."""
-        future = await self.send_async(
-            payload, key=key, properties=properties, event_time_ms=event_time_ms
-        )
+        retry the broker recognised as stored long ago without remembering where. A failure is
+        raised here, and not reported again by ``flush()``."""
+        future = await self._queue(payload, key, properties, event_time_ms, report=False)
         return await future
 
     async def send_async(
@@ -139,7 +148,19 @@ class Producer:
         event_time_ms: int | None = None,
     ) -> asyncio.Future[MessageId | None]:
         """Queue one message and return the future of its id: waits only while
-        ``max_pending_messages`` are unanswered."""
+        ``max_pending_messages`` are unanswered. If it fails, the future says why, and the next
+        ``flush()`` or ``close()`` raises SendFailed naming it."""
+        return await self._queue(payload, key, properties, event_time_ms, report=True)
+
+    async def _queue(
+        self,
+        payload: bytes,
+        key: str | None,
+        properties: Mapping[str, str] | None,
+        event_time_ms: int | None,
+        *,
+        report: bool,
+    ) -> asyncio.Future[MessageId | None]:
         self._check_open()
         message = BatchMessage(
             bytes(payload), key, dict(properties) if properties else NO_PROPERTIES, event_time_ms
@@ -153,10 +174,11 @@ class Producer:
         self._check_open()
         loop = asyncio.get_running_loop()
         future: asyncio.Future[MessageId | None] = loop.create_future()
-        expiry = loop.call_later(self.send_timeout, _expire, future, self.send_timeout)
-        self._outstanding.add(future)
-        future.add_done_callback(lambda done: self._answered(done, expiry))
         outgoing = OutgoingMessage(message, future)
+        expiry = loop.call_later(self.send_timeout, self._expired, outgoing)
+        self._outstanding.add(future)
+        order = next(self._queued) if report else None
+        future.add_done_callback(functools.partial(self._answered, outgoing, order, expiry))
         layout = self._watcher.layout
         if key is None:
             active = layout.active
@@ -167,7 +189,13 @@ class Producer:
         return future
 
     async def flush(self) -> None:
-        """Send everything queued now and wait until each message sent so far is answered."""
+        """Send everything queued now and wait until each message sent so far is answered;
+        raise SendFailed if any message queued with ``send_async`` since the last flush (or
+        while this one waited) failed. Each failure is raised once."""
+        await self._answer_everything()
+        self._raise_failed_sends()
+
+    async def _answer_everything(self) -> None:
         for writer in self._writers.values():
             writer.flush()
         waiting = list(self._outstanding)
@@ -175,11 +203,12 @@ class Producer:
             await asyncio.wait(waiting)
 
     async def close(self) -> None:
-        """Flush, then let go of every segment and of the topic-wide grant."""
+        """Flush, then let go of every segment and of the topic-wide grant; raise SendFailed
+        once all that is done if a message queued with ``send_async`` since the last flush
+        failed (a message still queued by a concurrent call fails with ClientClosed)."""
         if self._closed:
             return
-        with contextlib.suppress(ClientError):
-            await self.flush()
+        await self._answer_everything()
         self._closed = True
         self._stop_listening()
         for task in list(self._resolving):
@@ -188,15 +217,31 @@ class Producer:
             await writer.close()
             writer.fail_all(ClientClosed(f"the producer of {self.topic} was closed"))
         self._writers.clear()
+        failing = list(self._outstanding)
+        if failing:  # answered just now: let their callbacks record them
+            await asyncio.wait(failing)
         if self._grant is not None:
             await self._grant.release()
         self._client.untrack(self)
+        self._raise_failed_sends()
 
     async def __aenter__(self) -> Producer:
         return self
 
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.close()
+    async def __aexit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        """Close; failed sends are raised when the block ended normally, and logged when it
+        raised (its own error is the one to see)."""
+        try:
+            await self.close()
+        except SendFailed as failed:
+            if error is None:
+                raise
+            log.warning("producer %s of %s: %s", self.name, self.topic, failed.message)
 
     @property
     def epoch(self) -> int | None:
@@ -209,12 +254,55 @@ class Producer:
         if self._closed:
             raise ClientClosed(f"the producer of {self.topic} is closed; create a new one")
 
-    def _answered(self, future: asyncio.Future[MessageId | None], expiry: asyncio.Handle) -> None:
+    def _answered(
+        self,
+        outgoing: OutgoingMessage,
+        order: int | None,
+        expiry: asyncio.Handle,
+        future: asyncio.Future[MessageId | None],
+    ) -> None:
         expiry.cancel()
         self._outstanding.discard(future)
         self._space.release()
-        if not future.cancelled():
-            future.exception()  # retrieved: an unawaited send_async must not warn
+        if future.cancelled():
+            return
+        error = future.exception()  # retrieved: an unawaited send_async must not warn
+        if error is not None and order is not None:
+            self._failed_sends.append((order, FailedSend(self.topic, outgoing.message, error)))
+
+    def _raise_failed_sends(self) -> None:
+        if not self._failed_sends:
+            return
+        failed = sorted(self._failed_sends, key=lambda entry: entry[0])
+        self._failed_sends.clear()
+        failures = [failure for _, failure in failed]
+        raise SendFailed(failures) from failures[0].error
+
+    def _expired(self, outgoing: OutgoingMessage) -> None:
+        """The message's send timeout is up: it fails, and so does every message waiting
+        behind it for the same segment (which would otherwise be stored after it failed, and
+        each wait out its own timeout against a service that may be gone)."""
+        if outgoing.future.done():
+            return
+        seconds = f"{self.send_timeout:g}"
+        outgoing.future.set_exception(
+            Timeout(
+                f"the message was not acknowledged within the send timeout of {seconds} s; "
+                "it may or may not have been stored"
+            )
+        )
+        for writer in self._writers.values():
+            if writer.holds(outgoing):
+                behind = (
+                    f"an earlier message to segment {writer.segment_id} was not acknowledged "
+                    f"within the send timeout of {seconds} s, and the messages waiting behind "
+                    "it fail with it"
+                )
+                writer.fail_pending(
+                    sent=Timeout(f"{behind}; this one may or may not have been stored"),
+                    queued=Timeout(f"{behind}; this one was not sent"),
+                )
+                return
 
     # -- writers and routing --------------------------------------------------------------------
 
@@ -333,13 +421,3 @@ class Producer:
 
 def _overlap(a: HashRange, b: HashRange) -> bool:
     return a.start <= b.end and b.start <= a.end
-
-
-def _expire(future: asyncio.Future[MessageId | None], send_timeout: float) -> None:
-    if not future.done():
-        future.set_exception(
-            Timeout(
-                f"the message was not acknowledged within the send timeout of {send_timeout:g} s; "
-                "it may or may not have been stored"
-            )
-        )

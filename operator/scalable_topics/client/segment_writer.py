@@ -178,6 +178,28 @@ class SegmentWriter:
                 await connection.request(ProducerClose(0, self._producer_id), wait_seconds=5)
         self._connection = None
 
+    def holds(self, outgoing: OutgoingMessage) -> bool:
+        """Whether ``outgoing`` waits here: queued, on its way, or refused by a sealed
+        segment and not routed yet."""
+        batches = [*self._in_flight.values(), *self._not_stored]
+        return any(o is outgoing for batch in batches for o in batch.messages) or any(
+            o is outgoing for o in self._queue
+        )
+
+    def fail_pending(self, *, sent: ClientError, queued: ClientError) -> None:
+        """Fail every message not answered yet: ``sent`` for batches already written,
+        ``queued`` for the rest, which are dropped unsent. Batches written stay in flight,
+        to be sent again under their sequence ids after a drop, so the broker keeps one copy
+        of any it stored and none is stored out of order."""
+        for batch in [*self._in_flight.values(), *self._not_stored]:
+            batch.fail(sent)
+        for outgoing in self._queue:
+            if not outgoing.future.done():
+                outgoing.future.set_exception(queued)
+        self._queue.clear()
+        self._queued_bytes = 0
+        self._flushing = False
+
     def fail_all(self, error: ClientError) -> None:
         for batch in [*self._in_flight.values(), *self._not_stored]:
             batch.fail(error)

@@ -17,6 +17,7 @@ import concurrent.futures
 import functools
 import threading
 from collections.abc import Awaitable, Callable, Coroutine, Iterator, Mapping
+from types import TracebackType
 from typing import Any, Concatenate, Generic, ParamSpec, Protocol, Self, TypeVar
 
 from ..protocol import MessageId
@@ -103,7 +104,12 @@ class _Facade(Generic[T]):
     def __enter__(self) -> Self:
         return self
 
-    def __exit__(self, *exc_info: object) -> None:
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
         self.close()
 
     def close(self) -> None:
@@ -154,6 +160,14 @@ class SyncProducer(_TopicFacade[Producer]):
     send = _blocking(Producer.send)
     flush = _blocking(Producer.flush)
     close = _blocking(Producer.close)
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self._runner.run(self._target.__aexit__(kind, error, traceback))
 
     @property
     def epoch(self) -> int | None:
@@ -269,9 +283,23 @@ class SyncClient(_Facade[Client]):
         return SyncAdmin(self._target.admin(), self._runner)
 
     def close(self) -> None:
-        """Close every producer and consumer, every connection, and the client's thread."""
+        """Close every producer and consumer, every connection, and the client's thread;
+        SendFailed as :meth:`Client.close` raises it."""
+        self._stop(self._target.close())
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self._stop(self._target.__aexit__(kind, error, traceback))
+
+    def _stop(self, closing: Coroutine[Any, Any, None]) -> None:
         try:
             if self._runner.loop.is_running():
-                self._runner.run(self._target.close())
+                self._runner.run(closing)
+            else:
+                closing.close()  # never to be awaited
         finally:
             self._runner.stop()
