@@ -267,3 +267,50 @@ async def test_seek_by_timestamp_starts_at_the_first_message_published_then(
             await client.receive(1, timeout=0.3)
     finally:
         await client.close()
+
+
+async def test_a_conditional_fence_is_refused_while_another_producer_is_connected(
+    broker: BrokerProcess,
+) -> None:
+    """The segment admin API a topic-wide Exclusive or WaitForExclusive grant uses: the check
+    for other producers and the reservation are one step on the broker."""
+    await make_segment(broker, subscriptions=["sub"])
+    segment = "/default/orders/0000-ffff-0"
+    shared = await WireClient.connect(broker.ws_url)
+    try:
+        await shared.open_producer(1, TOPIC, 0, name="shared-1")
+        status, busy = await broker.admin(
+            "POST", segment + "/fence", {"epoch": 1, "holder": "amy", "ifFree": True}
+        )
+        assert status == 409 and isinstance(busy, dict)
+        assert (busy["code"], busy["producers"]) == ("ProducerBusy", ["shared-1"])
+        status, connected = await broker.admin("GET", segment + "/producers")
+        assert (status, connected) == (
+            200,
+            [{"name": "shared-1", "accessMode": "Shared", "epoch": 0}],
+        )
+        # Untouched: no epoch raised, nothing reserved, and the Shared producer keeps writing.
+        status, stats = await broker.admin("GET", segment + "/stats")
+        assert isinstance(stats, dict) and (stats["producerEpoch"], stats["reservedFor"]) == (
+            0,
+            None,
+        )
+        await shared.send(1, 0, BatchMessage(b"still producing"))
+        # A release of the claim undone raises no epoch either: nobody is fenced.
+        status, released = await broker.admin("POST", segment + "/release", {"epoch": 1})
+        assert (status, released) == (200, {"producerEpoch": 0})
+        await shared.send(1, 1, BatchMessage(b"still producing"))
+
+        await shared.close_producer(1)
+        status, fenced = await broker.admin(
+            "POST", segment + "/fence", {"epoch": 1, "holder": "amy", "ifFree": True}
+        )
+        assert (status, fenced) == (200, {"producerEpoch": 1})
+        with pytest.raises(RequestFailed) as reserved:
+            await shared.open_producer(2, TOPIC, 0, name="shared-1")
+        assert reserved.value.code is ErrorCode.PRODUCER_BUSY
+        status, released = await broker.admin("POST", segment + "/release", {"epoch": 1})
+        assert (status, released) == (200, {"producerEpoch": 1})
+        await shared.open_producer(3, TOPIC, 0, name="shared-1")
+    finally:
+        await shared.close()

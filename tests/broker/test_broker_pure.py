@@ -145,6 +145,42 @@ def test_reserving_fences_other_names_and_refuses_queued_ones() -> None:
     assert [(h, type(e)) for h, e in refused] == [("e", ProducerBusy)]
 
 
+def test_a_conditional_fence_refuses_while_another_producer_is_connected() -> None:
+    access = ProducerAccess()
+    access.open("s", "shared-1", Mode.SHARED)
+    access.open("e", "eve", Mode.WAIT_FOR_EXCLUSIVE)  # waiting: not connected, not counted
+    with pytest.raises(ProducerBusy, match="'shared-1' is connected"):
+        access.fence(1, holder="amy", if_free=True)
+    # Nothing changed: the Shared producer keeps writing, nothing is reserved, no epoch raised.
+    assert (access.epoch, access.reserved_for) == (0, None)
+    assert access.check_send("s").name == "shared-1"
+    access.close("s")
+    # eve, first in line on the segment, took it as the Shared producer left: she is another.
+    with pytest.raises(ProducerBusy, match="'eve' is connected"):
+        access.fence(1, holder="amy", if_free=True)
+    access.close("e")
+    access.open("a0", "amy", Mode.SHARED)  # the holder's own name is not another producer
+    fenced = access.fence(2, holder="amy", if_free=True)
+    assert [g.handle for g in fenced] == ["a0"]  # an older epoch's producer is fenced all the same
+    assert (access.epoch, access.reserved_for) == (2, "amy")
+    with pytest.raises(ProducerBusy, match="held exclusively by 'amy'"):
+        access.open("s2", "shared-2", Mode.SHARED)  # reserved: nobody slips in after the check
+
+
+def test_a_release_clears_the_reservation_and_raises_no_epoch() -> None:
+    access = ProducerAccess(epoch=3)
+    access.open("s", "shared-1", Mode.SHARED)
+    assert access.release(5)  # a claim at 5 undone: this segment was never fenced to it
+    assert access.epoch == 3 and access.check_send("s").epoch == 3  # nobody fenced
+    access.close("s")
+    access.fence(5, holder="amy")
+    assert not access.release(4)  # a release from an older grant, arriving late: ignored
+    assert access.reserved_for == "amy"
+    assert access.release(5)
+    assert (access.epoch, access.reserved_for) == (5, None)
+    assert access.open("s", "shared-1", Mode.SHARED).grant is not None
+
+
 def test_waiter_with_a_stale_epoch_is_refused_on_promotion() -> None:
     access = ProducerAccess()
     access.open("a", "a", Mode.EXCLUSIVE)

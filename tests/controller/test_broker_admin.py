@@ -8,11 +8,13 @@ from pathlib import Path
 import aiohttp
 import pytest
 from aiohttp.test_utils import TestServer
+from wire_client import WireClient
 
 from scalable_topics.admin.broker_admin import (
     BrokerAdmin,
     BrokerAdminError,
     BrokerUnreachable,
+    SegmentBusy,
     admin_base,
 )
 from scalable_topics.broker.app import build_app
@@ -94,6 +96,26 @@ async def test_refusals_carry_the_broker_error_code(broker_url: str, admin: Brok
                 broker_url, "default", "orders", "0000-7fff-1"
             )
     assert refused.value.status == 401
+
+
+async def test_a_conditional_fence_names_the_producers_that_keep_it_out(
+    broker_url: str, admin: BrokerAdmin
+) -> None:
+    where = (broker_url, "default", "orders", "0000-7fff-1")
+    await admin.create_segment(*where)
+    client = await WireClient.connect(broker_url.replace("ws://", "http://"), token="t0ken")
+    try:
+        await client.open_producer(1, "default/orders", 1, name="shared-1")
+        assert await admin.producers(*where) == ["shared-1"]
+        with pytest.raises(SegmentBusy) as busy:
+            await admin.fence(*where, 1, "amy", if_free=True)
+        assert (busy.value.status, busy.value.producers) == (409, ("shared-1",))
+        assert await admin.release(*where, 1) == 0  # no epoch raised by the undo either
+        await client.close_producer(1)
+        assert await admin.producers(*where) == []
+        assert await admin.fence(*where, 1, "amy", if_free=True) == 1
+    finally:
+        await client.close()
 
 
 async def test_an_unreachable_broker_is_reported_as_such(admin: BrokerAdmin) -> None:

@@ -4,7 +4,9 @@ Exclusive rival is busy; a fencing rival takes over and the old holder's sends a
 absent from every log; WaitForExclusive is granted on release and on grace expiry; the children
 of a later split carry the epoch; a Shared producer is refused while the topic is held, even
 where the holder has no producer, until it is released; and a leader failover (cancelled, or
-killed) keeps the holder."""
+killed) keeps the holder. With real broker and controller processes: Exclusive and
+WaitForExclusive take nothing from a connected Shared producer (busy; waiting, in arrival
+order), and only ExclusiveWithFencing takes over."""
 
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ from typing import Any
 import aiohttp
 import pytest
 from aiohttp.test_utils import TestServer
+from broker_process import BrokerProcess
 from controller_process import ControllerProcess
 from wire_client import RequestFailed, WireClient
 
@@ -511,3 +514,120 @@ async def test_a_killed_leader_is_replaced_and_the_holder_kept(
             for process in processes.values():
                 process.stop()
             await broker.close()
+
+
+async def test_exclusive_and_wait_take_nothing_from_connected_producers_and_fencing_does(
+    tmp_path: Path,
+) -> None:
+    """Real broker and controller processes. A Shared producer is connected: an Exclusive
+    request is refused with ProducerBusy and the Shared producer keeps producing; two
+    WaitForExclusive requests wait, without keeping Shared producers out, and are granted in
+    arrival order once the Shared producer closes; ExclusiveWithFencing takes over from a
+    connected Shared producer."""
+    store_path = tmp_path / "store.db"
+    store_url = f"embedded://{store_path}"
+    broker = BrokerProcess(tmp_path, store_url)
+    controller = ControllerProcess(
+        tmp_path,
+        store_url,
+        "controller-a",
+        extra=("--listen", f"127.0.0.1:{free_port()}", "--consumer-grace-period", "60"),
+    )
+    clients: list[WireClient] = []
+    async with (
+        await EmbeddedStore.open(store_path) as store,
+        aiohttp.ClientSession() as http,
+    ):
+        cluster = Cluster(store, broker.url, BrokerAdmin(http), grace=60)
+        try:
+            await broker.start()
+            controller.start()
+            await store.create(
+                ScalableTopic.model_validate(
+                    {
+                        "metadata": {"name": "orders", "namespace": "default"},
+                        "spec": {"initialSegments": len(SEGMENTS)},
+                    }
+                ).to_wire()
+            )
+
+            async def ready() -> bool:
+                return (await cluster.topic()).status.phase == "Ready"
+
+            await eventually(ready)
+            shared, amy, cat, dan, eve, fay = clients[:] = [
+                await WireClient.connect(broker.url) for _ in range(6)
+            ]
+            await shared.open_producer(1, TOPIC, 2, "shared-1")
+            await shared.send(1, 0, BatchMessage(b"shared 0"))
+
+            # Exclusive: refused at once, naming who produces; nothing changed anywhere.
+            busy = await refusal(amy.acquire_exclusive(1, TOPIC, "amy"))
+            assert busy.code is ErrorCode.PRODUCER_BUSY and "'shared-1'" in str(busy)
+            assert await cluster.producer() is None
+            stats = await cluster.segment_stats()
+            assert {i: stats[i]["reservedFor"] for i in SEGMENTS} == dict.fromkeys(SEGMENTS, None)
+            assert await cluster.producer_epochs() == dict.fromkeys(SEGMENTS, 0)
+            await shared.send(1, 1, BatchMessage(b"shared 1"))  # it keeps producing
+
+            # WaitForExclusive: cat, then dan, wait; an Exclusive request does not overtake them.
+            assert isinstance(
+                await cat.acquire_exclusive(1, TOPIC, "cat", Mode.WAIT_FOR_EXCLUSIVE), Success
+            )
+            assert isinstance(
+                await dan.acquire_exclusive(1, TOPIC, "dan", Mode.WAIT_FOR_EXCLUSIVE), Success
+            )
+            # Waiting holds nothing: another Shared producer opens, on any segment, and writes.
+            for segment_id in SEGMENTS:
+                await eve.open_producer(10 + segment_id, TOPIC, segment_id, "shared-2")
+                await eve.send(10 + segment_id, 0, BatchMessage(b"shared-2"))
+                await eve.close_producer(10 + segment_id)
+            await shared.send(1, 2, BatchMessage(b"shared 2"))
+            assert cat.events.empty() and dan.events.empty()
+            overtaking = await refusal(eve.acquire_exclusive(1, TOPIC, "eve"))
+            assert overtaking.code is ErrorCode.PRODUCER_BUSY
+
+            # The Shared producer closes: cat, first in line, is granted; dan still waits.
+            await shared.close_producer(1)
+            granted = await cat.next_event(ExclusiveGranted)
+            assert (granted.grant_id, granted.request_id, granted.producer_epoch) == (1, None, 1)
+            assert await cluster.producer_epochs() == dict.fromkeys(SEGMENTS, 1)
+            stats = await cluster.segment_stats()
+            assert {i: stats[i]["reservedFor"] for i in SEGMENTS} == dict.fromkeys(SEGMENTS, "cat")
+            producer = await cluster.producer()
+            assert producer is not None
+            assert (producer.holder, producer.claiming) == ("cat", False)
+            assert dan.events.empty()
+            await open_on_every_segment(cat, "cat", 1)
+            for segment_id in SEGMENTS:
+                await cat.send(segment_id + 1, 0, BatchMessage(b"cat"))
+            for segment_id in SEGMENTS:
+                await cat.close_producer(segment_id + 1)
+            await cat.release_exclusive(1)
+            granted = await dan.next_event(ExclusiveGranted)
+            assert granted.producer_epoch == 2
+            assert await log_payloads(cluster, fay, 100, 2) == [
+                b"shared 0",
+                b"shared 1",
+                b"shared-2",
+                b"shared 2",
+                b"cat",
+            ]
+            await dan.release_exclusive(1)
+
+            # ExclusiveWithFencing takes over from a connected Shared producer.
+            async def released() -> bool:  # shortly after dan's release is answered
+                stats = await cluster.segment_stats()
+                return all(stats[i]["reservedFor"] is None for i in SEGMENTS)
+
+            await eventually(released)
+            await shared.open_producer(2, TOPIC, 0, "shared-1")
+            taken = await fay.acquire_exclusive(1, TOPIC, "fay", Mode.EXCLUSIVE_WITH_FENCING)
+            assert isinstance(taken, ExclusiveGranted) and taken.producer_epoch == 3
+            closed = await shared.next_event(ProducerClosed)
+            assert (closed.producer_id, closed.code) == (2, ErrorCode.PRODUCER_FENCED)
+        finally:
+            for client in clients:
+                await client.close()
+            controller.stop()
+            broker.stop()

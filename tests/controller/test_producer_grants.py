@@ -13,7 +13,7 @@ import pytest
 from led_topic_fixtures import GRACE, NAME, NS, T0, Running, add_segment_object, loop_clock
 from memory_store import MemoryStore
 
-from scalable_topics.admin.broker_admin import BrokerAdminError, BrokerUnreachable
+from scalable_topics.admin.broker_admin import BrokerAdminError, BrokerUnreachable, SegmentBusy
 from scalable_topics.controller.producer_grants import GrantRefused, TopicProducerGrants
 from scalable_topics.model.layout import SegmentLayout
 from scalable_topics.model.resources import (
@@ -32,8 +32,9 @@ Mode = ProducerAccessMode
 
 @dataclass
 class Brokers:
-    """Every segment's producer epoch as its broker keeps it. Each fence records the epoch the
-    topic's status held when it arrived, so tests can check the grant was persisted first."""
+    """Every segment's producer epoch, reservation and connected producers as its broker keeps
+    them. Each fence records the epoch the topic's status held when it arrived, so tests can
+    check the grant was persisted first."""
 
     store: MemoryStore
     epochs: dict[str, int] = field(default_factory=dict)
@@ -41,6 +42,10 @@ class Brokers:
     fences: list[tuple[str, int, int]] = field(default_factory=list)  # descriptor, epoch, stored
     unreachable: set[str] = field(default_factory=set)
     not_created: set[str] = field(default_factory=set)
+    connected: dict[str, set[str]] = field(default_factory=dict)  # producer names per segment
+    unseen: set[str] = field(default_factory=set)  # segments whose probe answers "nobody"
+    claiming_when_fenced: list[bool] = field(default_factory=list)  # status.producer.claiming
+    probes: int = 0
 
     async def fence(
         self,
@@ -50,18 +55,49 @@ class Brokers:
         segment: str,
         epoch: int,
         holder: str | None = None,
+        *,
+        if_free: bool = False,
     ) -> int:
         assert (namespace, topic) == (NS, NAME) and broker_url.startswith("ws://broker-")
+        assert holder is not None  # a release is a release
         stored = await producer_status(self.store)
         self.fences.append((segment, epoch, stored.epoch if stored else 0))
+        self.claiming_when_fenced.append(stored is not None and stored.claiming)
+        self._check(broker_url, segment)
+        current = self.epochs.get(segment, 0)
+        if if_free:
+            others = sorted(self.connected.get(segment, set()) - {holder})
+            if epoch >= current and others:
+                raise SegmentBusy(409, f"{others} are connected", others)
+        if epoch >= current:
+            self.holders[segment] = holder
+            # Fenced: older epochs' producers and other names are closed.
+            self.connected[segment] = self.connected.get(segment, set()) & {holder}
+        self.epochs[segment] = max(current, epoch)
+        return self.epochs[segment]
+
+    async def release(
+        self, broker_url: str, namespace: str, topic: str, segment: str, epoch: int
+    ) -> int:
+        self._check(broker_url, segment)
+        if epoch >= self.epochs.get(segment, 0):
+            self.holders[segment] = None
+        return self.epochs.get(segment, 0)
+
+    async def producers(
+        self, broker_url: str, namespace: str, topic: str, segment: str
+    ) -> list[str]:
+        self.probes += 1
+        self._check(broker_url, segment)
+        if segment in self.unseen:  # a producer opens between the probe and the fence
+            return []
+        return sorted(self.connected.get(segment, set()))
+
+    def _check(self, broker_url: str, segment: str) -> None:
         if segment in self.unreachable:
             raise BrokerUnreachable(f"{broker_url} does not answer")
         if segment in self.not_created:
             raise BrokerAdminError(404, "SegmentNotFound", f"no segment {segment}")
-        if epoch >= self.epochs.get(segment, 0):
-            self.holders[segment] = holder
-        self.epochs[segment] = max(self.epochs.get(segment, 0), epoch)
-        return self.epochs[segment]
 
 
 class Channel:
@@ -404,3 +440,172 @@ async def test_children_recorded_as_created_must_all_be_fenced(
     await grants.acquire("amy", Mode.EXCLUSIVE, None, amy)
     assert amy.told == [("granted", 2)]
     assert {amy.segments_when_granted[c] for c in children} == {2}
+
+
+# -- Exclusive and WaitForExclusive take nothing from connected producers (exclusive-producer
+# seed); only ExclusiveWithFencing takes over.
+
+
+async def test_exclusive_is_busy_while_a_shared_producer_is_connected(
+    store: MemoryStore, brokers: Brokers, leader: Leader
+) -> None:
+    grants = leader(1)
+    first = (await segment_descriptors(store))[0]
+    brokers.connected[first] = {"shared-1"}
+    amy = Channel(brokers)
+    with pytest.raises(GrantRefused) as busy:
+        await grants.acquire("amy", Mode.EXCLUSIVE, None, amy)
+    assert busy.value.code is ErrorCode.PRODUCER_BUSY
+    assert "'shared-1'" in str(busy.value) and amy.told == []
+    # Found by the probe: nothing was written, reserved or fenced, and it keeps producing.
+    assert await producer_status(store) is None
+    assert brokers.fences == [] and brokers.connected[first] == {"shared-1"}
+
+    brokers.connected[first] = set()  # it closes: amy may have the topic now
+    await grants.acquire("amy", Mode.EXCLUSIVE, None, amy)
+    assert amy.told == [("granted", 1)]
+
+
+async def test_a_claim_a_segment_refuses_is_undone_and_leaves_its_producer_alone(
+    store: MemoryStore, brokers: Brokers, leader: Leader
+) -> None:
+    grants = leader(1)
+    segments = sorted(await segment_descriptors(store))
+    busy_one = segments[2]
+    brokers.connected[busy_one] = {"shared-1"}
+    brokers.unseen.add(busy_one)  # it opened after the probe: the fence is what finds it
+    amy = Channel(brokers)
+    assert await refused(grants, "amy", Mode.EXCLUSIVE, None, amy) is ErrorCode.PRODUCER_BUSY
+    assert amy.told == []
+    # The claim was written as claiming before any fence, and undone: nobody holds the topic,
+    # its epoch stays, every segment it reserved is released, and the busy segment was never
+    # touched (no epoch raised: its producer is not fenced).
+    assert all(brokers.claiming_when_fenced)
+    assert await producer_status(store) == ProducerStatus(epoch=1, term=1)
+    await until(lambda: all(brokers.holders.get(s) is None for s in segments))
+    # The other three were reserved at epoch 1, then released there.
+    assert {s: brokers.epochs.get(s, 0) for s in segments} == {
+        s: 0 if s == busy_one else 1 for s in segments
+    }
+    assert brokers.connected[busy_one] == {"shared-1"}
+
+    brokers.connected[busy_one] = set()
+    await grants.acquire("amy", Mode.EXCLUSIVE, None, amy)
+    assert amy.told == [("granted", 2)]
+    status = await producer_status(store)
+    assert status is not None and (status.holder, status.claiming) == ("amy", False)
+    assert brokers.holders == dict.fromkeys(segments, "amy")
+
+
+async def test_a_wait_claim_a_segment_refuses_keeps_its_place_in_line(
+    store: MemoryStore, brokers: Brokers, leader: Leader
+) -> None:
+    grants = leader(1)
+    segments = sorted(await segment_descriptors(store))
+    brokers.connected[segments[0]] = {"shared-1"}
+    brokers.unseen.add(segments[0])  # the probes never see it: every claim is refused
+    cat = Channel(brokers)
+    await grants.acquire("cat", Mode.WAIT_FOR_EXCLUSIVE, None, cat)
+    assert cat.told == [("queued",)] and grants.waiting == ("cat",)
+    await asyncio.sleep(5)  # tried again and again, each claim undone
+    assert cat.epoch is None and await holder(store) is None
+    assert brokers.connected[segments[0]] == {"shared-1"}
+    brokers.connected[segments[0]] = set()
+    await until(lambda: cat.epoch is not None)
+    status = await producer_status(store)
+    assert status is not None and (status.holder, status.claiming) == ("cat", False)
+    assert cat.epoch == status.epoch and brokers.holders == dict.fromkeys(segments, "cat")
+
+
+async def test_wait_for_exclusive_waits_for_other_producers_in_arrival_order(
+    store: MemoryStore, brokers: Brokers, leader: Leader
+) -> None:
+    grants = leader(1)
+    segments = sorted(await segment_descriptors(store))
+    brokers.connected[segments[1]] = {"shared-1"}
+    cat, dan, eve = Channel(brokers), Channel(brokers), Channel(brokers)
+    await grants.acquire("cat", Mode.WAIT_FOR_EXCLUSIVE, None, cat)
+    await grants.acquire("dan", Mode.WAIT_FOR_EXCLUSIVE, None, dan)
+    assert (cat.told, dan.told) == ([("queued",)], [("queued",)])
+    await asyncio.sleep(30)  # the leader looks again and again: shared-1 is still there
+    assert grants.waiting == ("cat", "dan") and brokers.probes > 10
+    # Waiting holds nothing: no segment is reserved, so Shared producers keep opening.
+    assert await producer_status(store) is None
+    assert all(brokers.holders.get(s) is None for s in segments)
+    brokers.connected[segments[3]] = {"shared-2"}
+    # An Exclusive request does not overtake the line, even on a topic nobody holds.
+    assert await refused(grants, "eve", Mode.EXCLUSIVE, None, eve) is ErrorCode.PRODUCER_BUSY
+
+    brokers.connected[segments[1]] = set()
+    await asyncio.sleep(30)
+    assert cat.epoch is None  # shared-2 is still connected
+    brokers.connected[segments[3]] = set()  # the last one leaves: cat, the first in line, gets it
+    await until(lambda: cat.epoch is not None)
+    assert cat.told == [("queued",), ("granted", 1)] and dan.told == [("queued",)]
+    assert sorted(cat.segments_when_granted.values()) == [1, 1, 1, 1]
+    assert grants.waiting == ("dan",)
+
+    await grants.release(cat)
+    await until(lambda: dan.epoch is not None)
+    assert dan.told == [("queued",), ("granted", 2)]
+
+
+async def test_the_first_in_line_leaving_lets_the_next_one_try(
+    store: MemoryStore, brokers: Brokers, leader: Leader
+) -> None:
+    grants = leader(1)
+    first = (await segment_descriptors(store))[0]
+    brokers.connected[first] = {"cat"}  # cat's own producer does not keep cat waiting
+    brokers.connected[first] |= {"shared-1"}
+    cat, dan = Channel(brokers), Channel(brokers)
+    await grants.acquire("cat", Mode.WAIT_FOR_EXCLUSIVE, None, cat)
+    await grants.acquire("dan", Mode.WAIT_FOR_EXCLUSIVE, None, dan)
+    grants.detach(cat)  # cat's connection drops: it leaves the line
+    brokers.connected[first] = {"cat"}  # shared-1 closes; cat's producer is another for dan
+    await asyncio.sleep(30)
+    assert dan.epoch is None
+    brokers.connected[first] = set()
+    await until(lambda: dan.epoch is not None)
+    assert dan.told == [("queued",), ("granted", 1)] and grants.waiting == ()
+
+
+async def test_fencing_takes_over_from_connected_producers(
+    store: MemoryStore, brokers: Brokers, leader: Leader
+) -> None:
+    grants = leader(1)
+    first = (await segment_descriptors(store))[0]
+    brokers.connected[first] = {"shared-1"}
+    amy = Channel(brokers)
+    await grants.acquire("amy", Mode.EXCLUSIVE_WITH_FENCING, None, amy)
+    assert amy.told == [("granted", 1)]
+    assert brokers.connected[first] == set()  # fenced
+    assert not any(brokers.claiming_when_fenced)  # no claim: a take-over
+
+
+async def test_a_new_leader_undoes_a_claim_its_predecessor_did_not_confirm(
+    store: MemoryStore, brokers: Brokers, leader: Leader
+) -> None:
+    # The predecessor wrote amy's claim and reserved some segments, then died before the
+    # others answered: one of them has a Shared producer connected.
+    segments = sorted(await segment_descriptors(store))
+    await store.patch_status(
+        ScalableTopic.KIND,
+        NS,
+        NAME,
+        {
+            "status": {
+                "producer": ProducerStatus(
+                    epoch=1, holder="amy", access_mode=Mode.EXCLUSIVE, term=1, claiming=True
+                ).to_wire()
+            }
+        },
+    )
+    for segment in segments[:2]:
+        brokers.epochs[segment], brokers.holders[segment] = 1, "amy"
+    brokers.connected[segments[3]] = {"shared-1"}
+    leader(2)
+    await until(lambda: _term_is(store, 2))
+    assert await producer_status(store) == ProducerStatus(epoch=1, term=2)
+    await until(lambda: all(brokers.holders.get(s) is None for s in segments))
+    assert brokers.connected[segments[3]] == {"shared-1"}
+    assert brokers.epochs.get(segments[3], 0) == 0

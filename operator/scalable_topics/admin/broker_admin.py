@@ -22,9 +22,20 @@ _TIMEOUT = aiohttp.ClientTimeout(total=30)
 class BrokerAdminError(Exception):
     """The broker answered with an error; ``code`` is the wire protocol's error code."""
 
-    def __init__(self, status: int, code: str, message: str) -> None:
+    def __init__(
+        self, status: int, code: str, message: str, details: dict[str, Any] | None = None
+    ) -> None:
         super().__init__(f"{code} ({status}): {message}")
         self.status, self.code, self.message = status, code, message
+        self.details = details or {}  # the rest of the error's JSON body
+
+
+class SegmentBusy(BrokerAdminError):
+    """A conditional fence refused: ``producers`` (names) are connected to the segment."""
+
+    def __init__(self, status: int, message: str, producers: Sequence[str]) -> None:
+        super().__init__(status, "ProducerBusy", message)
+        self.producers = tuple(producers)
 
 
 class BrokerUnreachable(Exception):
@@ -104,16 +115,48 @@ class BrokerAdmin:
         descriptor: str,
         epoch: int,
         holder: str | None = None,
+        *,
+        if_free: bool = False,
     ) -> int:
-        """Raise the segment's producer epoch and reserve it for ``holder`` (None releases);
-        returns the epoch in force."""
+        """Raise the segment's producer epoch and reserve it for ``holder`` (None: no
+        reservation); returns the epoch in force. ``if_free``: the broker refuses, changing
+        nothing, while a producer of another name is connected (SegmentBusy names them)."""
+        body: dict[str, Any] = {"epoch": epoch, "holder": holder}
+        if if_free:
+            body["ifFree"] = True
+        try:
+            reply = await self._call(
+                "POST", broker_url, _path(namespace, topic, descriptor) + "/fence", body
+            )
+        except BrokerAdminError as error:
+            if error.code == "ProducerBusy" and isinstance(error.details.get("producers"), list):
+                raise SegmentBusy(
+                    error.status, error.message, [str(p) for p in error.details["producers"]]
+                ) from None
+            raise
+        return int(reply["producerEpoch"])
+
+    async def release(
+        self, broker_url: str, namespace: str, topic: str, descriptor: str, epoch: int
+    ) -> int:
+        """Clear the segment's reservation if it was made at ``epoch`` or before, raising no
+        epoch; returns the epoch in force."""
         reply = await self._call(
             "POST",
             broker_url,
-            _path(namespace, topic, descriptor) + "/fence",
-            {"epoch": epoch, "holder": holder},
+            _path(namespace, topic, descriptor) + "/release",
+            {"epoch": epoch},
         )
         return int(reply["producerEpoch"])
+
+    async def producers(
+        self, broker_url: str, namespace: str, topic: str, descriptor: str
+    ) -> list[str]:
+        """The names of the producers connected to the segment."""
+        listing = await self._call(
+            "GET", broker_url, _path(namespace, topic, descriptor) + "/producers"
+        )
+        return [str(producer["name"]) for producer in listing]
 
     async def stats(
         self, broker_url: str, namespace: str, topic: str, descriptor: str
@@ -180,7 +223,8 @@ class BrokerAdmin:
                         if isinstance(payload, dict)
                         else await response.text()
                     )
-                    raise BrokerAdminError(response.status, code, message)
+                    details = payload if isinstance(payload, dict) else None
+                    raise BrokerAdminError(response.status, code, message, details)
                 return payload
         except (aiohttp.ClientConnectionError, TimeoutError) as error:
             raise BrokerUnreachable(f"{method} {url}: {error or type(error).__name__}") from error

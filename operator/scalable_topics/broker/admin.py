@@ -2,10 +2,12 @@
 
 ``/admin/v1/segments/{namespace}/{topic}/{descriptor}``: PUT creates (idempotent), DELETE
 deletes, ``.../terminate`` seals and returns the last entry id, ``.../fence`` raises the
-producer epoch and reserves the segment for the topic-wide exclusive holder (or releases it),
-``.../stats`` reports, ``.../subscriptions[/{name}]`` lists, creates and deletes subscriptions.
-Errors are JSON ``{"code": ..., "message": ...}`` with the wire protocol's error codes, so the
-controller can tell "already gone" (404) from a failure.
+producer epoch and reserves the segment for the topic-wide exclusive holder (with ``ifFree``,
+only while no producer of another name is connected: 409 ProducerBusy naming them otherwise),
+``.../release`` clears a reservation without raising the epoch, ``.../producers`` lists the
+connected producers, ``.../stats`` reports, ``.../subscriptions[/{name}]`` lists, creates and
+deletes subscriptions. Errors are JSON ``{"code": ..., "message": ...}`` with the wire
+protocol's error codes, so the controller can tell "already gone" (404) from a failure.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from pydantic.alias_generators import to_camel
 from ..protocol import ErrorCode, InitialPosition
 from .errors import BrokerError
 from .registry import SegmentRegistry
-from .segment import HostedSegment, SegmentError
+from .segment import HostedSegment, SegmentBusy, SegmentError
 
 _STATUS = {
     ErrorCode.SEGMENT_NOT_FOUND: 404,
@@ -55,7 +57,12 @@ class CreateSegment(_Body):
 
 class Fence(_Body):
     epoch: int = Field(ge=0)
-    holder: str | None = None  # reserve the segment for this holder; None releases it
+    holder: str | None = None  # reserve the segment for this holder; None: no reservation
+    if_free: bool = False  # only while no producer of another name is connected
+
+
+class Release(_Body):
+    epoch: int = Field(ge=0)  # the grant that ended: reservations made at it or before go
 
 
 class CreateSubscription(_Body):
@@ -127,9 +134,23 @@ async def terminate_segment(request: web.Request) -> web.Response:
 
 async def fence_segment(request: web.Request) -> web.Response:
     body: Fence = await _body(request, Fence)
-    return web.json_response(
-        {"producerEpoch": await _segment(request).fence(body.epoch, body.holder)}
-    )
+    try:
+        epoch = await _segment(request).fence(body.epoch, body.holder, if_free=body.if_free)
+    except SegmentBusy as busy:
+        return web.json_response(
+            {"code": busy.code.value, "message": str(busy), "producers": busy.producers},
+            status=_STATUS.get(busy.code, 409),
+        )
+    return web.json_response({"producerEpoch": epoch})
+
+
+async def release_segment(request: web.Request) -> web.Response:
+    body: Release = await _body(request, Release)
+    return web.json_response({"producerEpoch": await _segment(request).release(body.epoch)})
+
+
+async def segment_producers(request: web.Request) -> web.Response:
+    return web.json_response(_segment(request).producer_names())
 
 
 async def segment_stats(request: web.Request) -> web.Response:
@@ -191,6 +212,8 @@ def add_routes(app: web.Application) -> None:
     app.router.add_delete(one, delete_segment)
     app.router.add_post(one + "/terminate", terminate_segment)
     app.router.add_post(one + "/fence", fence_segment)
+    app.router.add_post(one + "/release", release_segment)
+    app.router.add_get(one + "/producers", segment_producers)
     app.router.add_get(one + "/stats", segment_stats)
     app.router.add_get(one + "/subscriptions", list_subscriptions)
     app.router.add_put(one + "/subscriptions/{subscription}", create_subscription)

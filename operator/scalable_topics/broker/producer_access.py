@@ -12,8 +12,11 @@ raises the epoch on every active segment first, then the new holder opens with t
 The fence also *reserves* the segment for the holder, so that nobody else slips in while the
 holder has no producer here (before its first open, or while it reconnects within its grace
 period): Shared producers and exclusive ones of other names are refused, unless they come with
-a higher epoch (only a newer grant yields one). The controller clears the reservation when the
-grant ends.
+a higher epoch (only a newer grant yields one). An ExclusiveWithFencing grant fences
+unconditionally; an Exclusive or WaitForExclusive one asks ``if_free``: the segment refuses
+with ProducerBusy, changing nothing, while a producer of another name is connected, so no
+producer can open between the check and the reservation. :meth:`ProducerAccess.release` clears
+the reservation when the grant ends, or when a claim is undone.
 """
 
 from __future__ import annotations
@@ -148,11 +151,21 @@ class ProducerAccess:
         self._shared.pop(handle, None)
         return self._promote()
 
-    def fence(self, epoch: int, holder: str | None = None) -> list[Grant]:
+    def fence(self, epoch: int, holder: str | None = None, *, if_free: bool = False) -> list[Grant]:
         """Raise the epoch to at least ``epoch`` and reserve the segment for ``holder`` (None
         clears the reservation); every producer granted under an older epoch, or of another
         name than the holder, is removed and returned, so its session can refuse its sends from
-        now on. A fence below the epoch in force leaves the reservation alone: it is stale."""
+        now on. A fence below the epoch in force leaves the reservation alone: it is stale.
+        ``if_free``: raise ProducerBusy instead, changing nothing, while a producer of another
+        name than ``holder`` is connected (a fence that is stale changes nothing either)."""
+        if if_free and epoch >= self._epoch:
+            others = self.others_than(holder)
+            if others:
+                names = ", ".join(sorted({repr(g.name) for g in others}))
+                raise ProducerBusy(
+                    f"producer {holder!r} cannot hold the segment exclusively: {names} "
+                    f"{'is' if len(others) == 1 else 'are'} connected"
+                )
         if epoch >= self._epoch:
             self._reserved_for = holder
         self._epoch = max(self._epoch, epoch)
@@ -166,6 +179,20 @@ class ProducerAccess:
                 self._exclusive = None
             self._shared.pop(grant.handle, None)
         return fenced
+
+    def release(self, epoch: int) -> bool:
+        """The topic-wide grant at ``epoch`` ended (or its claim was undone): clear the
+        reservation if it was made at ``epoch`` or before. Nothing else changes: the epoch is
+        not raised, so nobody is fenced (a claim undone because a producer is connected here
+        leaves that producer alone). False for a stale release (a newer grant is in force)."""
+        if epoch < self._epoch:
+            return False
+        self._reserved_for = None
+        return True
+
+    def others_than(self, name: str | None) -> tuple[Grant, ...]:
+        """The connected producers of another name than ``name``."""
+        return tuple(g for g in self.producers if g.name != name)
 
     def check_send(self, handle: Hashable) -> Grant:
         """The producer's grant, if it may still write; raise ProducerFenced otherwise."""

@@ -27,7 +27,7 @@ from .config import BrokerConfig
 from .dedup import DedupTracker, Verdict
 from .errors import BrokerError
 from .load import SegmentLoad
-from .producer_access import AccessError, Grant, ProducerAccess, Standing
+from .producer_access import AccessError, Grant, ProducerAccess, ProducerBusy, Standing
 from .segment_meta import SegmentMeta, load_meta, save_meta
 from .storage import CursorStore, RecordTooLarge, SegmentLog, SegmentTerminated, SyncPolicy
 from .subscription import Subscription
@@ -37,6 +37,14 @@ log = logging.getLogger(__name__)
 
 class SegmentError(BrokerError):
     pass
+
+
+class SegmentBusy(SegmentError):
+    """A conditional fence refused: ``producers`` (names) are connected to the segment."""
+
+    def __init__(self, message: str, producers: list[str]) -> None:
+        super().__init__(ErrorCode.PRODUCER_BUSY, message)
+        self.producers = producers
 
 
 @dataclass(frozen=True, slots=True)
@@ -281,17 +289,42 @@ class HostedSegment:
         granted, refused = self._access.close(handle)
         await self._settle_waiters(granted, refused, before)
 
-    async def fence(self, epoch: int, holder: str | None = None) -> int:
+    async def fence(self, epoch: int, holder: str | None = None, *, if_free: bool = False) -> int:
         """Raise the producer epoch to at least ``epoch`` and reserve the segment for the
-        topic-wide ``holder`` (None releases it): the controller's grant. Closes every producer
-        granted under an older epoch or of another name. Returns the epoch in force."""
+        topic-wide ``holder`` (None: no reservation): the controller's grant. Closes every
+        producer granted under an older epoch or of another name. Returns the epoch in force.
+        ``if_free``: refuse with SegmentBusy, changing nothing, while a producer of another name
+        is connected (an Exclusive or WaitForExclusive grant)."""
+        if if_free and holder is None:
+            raise SegmentError(ErrorCode.INVALID_REQUEST, "a conditional fence needs a holder")
         before = self._access_state()
-        fenced = self._access.fence(epoch, holder)
+        try:
+            fenced = self._access.fence(epoch, holder, if_free=if_free)
+        except ProducerBusy as busy:
+            others = sorted({g.name for g in self._access.others_than(holder)})
+            raise SegmentBusy(f"segment {self.key}: {busy}", others) from None
         await self._persist_access(before)
         await self._close_fenced(fenced)
         granted, refused = self._access.promote_waiters()
         await self._settle_waiters(granted, refused, self._access_state())
         return self._access.epoch
+
+    async def release(self, epoch: int) -> int:
+        """Clear a topic-wide reservation made at ``epoch`` or before, raising nothing and
+        fencing nobody (the grant ended, or its claim was undone). Returns the epoch in force."""
+        before = self._access_state()
+        self._access.release(epoch)
+        await self._persist_access(before)
+        granted, refused = self._access.promote_waiters()
+        await self._settle_waiters(granted, refused, self._access_state())
+        return self._access.epoch
+
+    def producer_names(self) -> list[dict[str, Any]]:
+        """The connected producers (not the waiting ones), for the controller's probe."""
+        return [
+            {"name": g.name, "accessMode": g.mode.value, "epoch": g.epoch}
+            for g in self._access.producers
+        ]
 
     async def publish(self, handle: Hashable, send: Send) -> tuple[MessageId | None, bool]:
         """Append one producer batch; return its id (None when a duplicate is no longer
@@ -497,10 +530,7 @@ class HostedSegment:
             "sizeBytes": self._log.size_bytes,
             "producerEpoch": self._access.epoch,
             "reservedFor": self._access.reserved_for,
-            "producers": [
-                {"name": g.name, "accessMode": g.mode.value, "epoch": g.epoch}
-                for g in self._access.producers
-            ],
+            "producers": self.producer_names(),
             "rates": {
                 "msgRateIn": sample.msg_rate_in,
                 "msgRateOut": sample.msg_rate_out,

@@ -91,6 +91,7 @@ def describe_text(topic: TopicDescription) -> str:
         "Producer:        "
         + (
             f"epoch {producer.get('epoch', 0)}, holder {text(producer.get('holder'))}"
+            + (" (claiming: not confirmed yet)" if producer.get("claiming") else "")
             if producer
             else "-"
         ),

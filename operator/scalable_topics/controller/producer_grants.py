@@ -8,15 +8,30 @@ Segments created afterwards inherit the epoch and the reservation from the topic
 the topic (taken over on its own, outside any grant), the epoch is raised past it and the
 fencing repeated, so the holder is never refused by a segment it was granted.
 
+Only ExclusiveWithFencing takes over (exclusive-producer seed). Exclusive and WaitForExclusive
+*claim* a topic nobody holds, and only while no producer of another name is connected to it:
+the leader first asks every segment's broker who is connected (a cheap read, so that a claim
+bound to fail writes nothing), then writes the holder with ``claiming`` set and fences with
+``ifFree``: each broker reserves its segment only while no other producer is connected there,
+atomically, and refuses otherwise. A refused claim is undone (holder cleared, the epoch stays,
+every segment released without raising its epoch, so the producers that made it busy are left
+alone); a confirmed one is written without ``claiming``, and only then reported. Exclusive is
+then refused with ProducerBusy, WaitForExclusive keeps its place in line. Waiting requests are
+served in arrival order: only the first in line is tried, and an Exclusive request is busy
+while anyone waits. A waiting request holds nothing, so Shared producers keep opening; the
+leader looks again with backoff (0.1 s doubling to 1 s) while the first in line finds others
+connected, because brokers have no channel to tell it that the last one left.
+
 Liveness is not persisted (as for consumer sessions): a holder whose broker connection drops
 keeps the topic for the grace period, and may resume within it with the epoch it was granted;
 when the period ends, or on an explicit release, the holder is cleared (the epoch stays), the
-first WaitForExclusive request in line is granted, or else every segment's reservation is
-released (at the same epoch, so a release that arrives late cannot undo a newer grant). A new leader loads the holder as
+first WaitForExclusive request in line is tried, and every segment's reservation is released
+(at the ended grant's epoch, so a release that arrives late cannot undo a newer grant). A new leader loads the holder as
 disconnected with a fresh grace period, stamps its term on it in one compare-and-swap (so a
 deposed leader's write conflicts, and one that reads again finds a newer term and stops) and
 finishes fencing the segments to the holder's epoch (or, with no holder, releasing them), in
-case its predecessor died half way.
+case its predecessor died half way. A holder still ``claiming`` was never told: the new leader
+undoes its claim, and its requester, which the broker asks again, gets a fresh decision.
 The queue of waiting requests lives in memory: after a failover the brokers ask again.
 """
 
@@ -32,6 +47,7 @@ from typing import Any, Protocol
 
 from ..model.clock import Clock
 from ..model.exclusive_grants import (
+    Claim,
     ProducerHold,
     Refusal,
     Refuse,
@@ -53,9 +69,20 @@ from .led_topics import (
     newest_term,
     retry,
 )
-from .segment_fencing import FENCE_TIMEOUT, FenceFailed, SegmentFencer, fence_topic
+from .segment_fencing import (
+    FENCE_TIMEOUT,
+    FenceFailed,
+    SegmentFencer,
+    SegmentsBusy,
+    connected_producers,
+    fence_topic,
+)
 
 log = logging.getLogger(__name__)
+
+# How soon the first WaitForExclusive request in line, kept out by other producers, is tried
+# again: the brokers do not say when the last one leaves, so the leader looks.
+RECHECK_FIRST, RECHECK_MAX = 0.1, 1.0
 
 _CODES = {
     Refusal.BUSY: ErrorCode.PRODUCER_BUSY,
@@ -89,6 +116,7 @@ class GrantChannel(Protocol):
 class _Waiter:
     name: str
     mode: ProducerAccessMode
+    requested_epoch: int | None  # a returning holder's epoch, if it is one
     channel: GrantChannel
 
 
@@ -127,6 +155,8 @@ class TopicProducerGrants:
         self._fence_due: int | None = None  # an adopted grant whose fencing is finished here
         self._release_due: int | None = None  # an ended grant's epoch; segments still reserved
         self._waiters: deque[_Waiter] = deque()
+        self._recheck_at: float | None = None  # when the first in line is tried again
+        self._recheck_delay = RECHECK_FIRST
         self._closed: tuple[ErrorCode, str] | None = None
 
     @property
@@ -161,7 +191,21 @@ class TopicProducerGrants:
                 self._shut(ErrorCode.TOPIC_NOT_FOUND, str(gone))
                 return
             hold = ProducerHold.from_status(topic.status.producer)
-            if hold.holder is not None:
+            if hold.claiming:
+                # The predecessor died before every segment confirmed the claim: nobody was
+                # told, so it is undone; the requester, asked again by its broker, is decided
+                # afresh. Its segments are released (reservations only, nobody is fenced).
+                log.info(
+                    "exclusive producer of %s: term %d undoes the unconfirmed claim of %s",
+                    self.topic,
+                    self._term,
+                    hold.holder,
+                )
+                hold = hold.released()
+                await self._write(topic, hold)
+                self._release_due = hold.epoch
+                self._wake.set()
+            elif hold.holder is not None:
                 await self._write(topic, hold)
                 self._grace_deadline = self._clock.monotonic() + self._grace_period
                 self._fence_due = hold.epoch
@@ -185,11 +229,15 @@ class TopicProducerGrants:
         await keep_settling(
             self._settle_now,
             self._wake,
-            lambda: self._grace_deadline,
+            self._next_deadline,
             self._clock,
             f"settling the exclusive producer of {self.topic}",
             (StoreError, ValueError, FenceFailed, GrantRefused),
         )
+
+    def _next_deadline(self) -> float | None:
+        due = [d for d in (self._grace_deadline, self._recheck_at) if d is not None]
+        return min(due, default=None)
 
     async def _settle_now(self) -> bool:
         """Settle; True once the topic is gone (and nothing is served any more)."""
@@ -233,11 +281,17 @@ class TopicProducerGrants:
                 holder=self._hold.holder,
             )
             self._fence_due = None
+        # A timer may fire up to the loop's clock resolution early: a recheck due within a
+        # millisecond is due now (else the keeper would wake again and again until it is).
+        if self._recheck_at is not None and self._clock.monotonic() < self._recheck_at - 1e-3:
+            await self._release_segments()  # the first in line is tried again later
+            return
+        self._recheck_at = None
         while self._waiters and self._hold.holder is None and self._closed is None:
             waiter = self._waiters[0]
             try:
                 granted = await self._serve(
-                    waiter.name, waiter.mode, None, waiter.channel, promoting=True
+                    waiter.name, waiter.mode, waiter.requested_epoch, waiter.channel, promoting=True
                 )
             except GrantRefused as refusal:
                 if refusal.code is ErrorCode.SERVICE_NOT_READY:
@@ -246,29 +300,54 @@ class TopicProducerGrants:
                 waiter.channel.revoked(refusal.code, str(refusal))
                 continue
             if not granted:
-                return
+                if self._hold.holder is None:  # other producers are connected: look again
+                    self._look_again_later()
+                break
             if not self._forget_waiter(waiter):
                 self.detach(waiter.channel)  # its connection dropped while it was being granted
-        if self._release_due is not None and self._hold.holder is None:
-            await fence_topic(
-                self._store,
-                self._fencer,
-                self._clock,
-                self._namespace,
-                self._name,
-                self._release_due,
-                self._check_fence,
-                self._fence_timeout,
-                holder=None,
-            )
-            self._release_due = None
+        await self._release_segments()
+
+    async def _release_segments(self) -> None:
+        """Release every segment of an ended grant (or undone claim), if nobody holds the
+        topic since; a no-op when nothing is due."""
+        if self._release_due is None or self._hold.holder is not None:
+            return
+        await fence_topic(
+            self._store,
+            self._fencer,
+            self._clock,
+            self._namespace,
+            self._name,
+            self._release_due,
+            self._check_fence,
+            self._fence_timeout,
+            holder=None,
+        )
+        self._release_due = None
 
     def _forget_waiter(self, waiter: _Waiter) -> bool:
         """Take ``waiter`` out of the line; False if it had left already (detached)."""
         if waiter in self._waiters:
+            first = self._waiters[0] is waiter
             self._waiters.remove(waiter)
+            if first:
+                self._next_in_line()
             return True
         return False
+
+    def _next_in_line(self) -> None:
+        """The first in line left, or the holder did: the first in line is tried at once, with
+        a fresh backoff."""
+        self._recheck_at = None
+        self._recheck_delay = RECHECK_FIRST
+        if self._waiters and self._hold.holder is None:
+            self._wake.set()
+
+    def _look_again_later(self) -> None:
+        """The first in line is kept out by other producers: try it again after a backoff."""
+        self._recheck_at = self._clock.monotonic() + self._recheck_delay
+        self._recheck_delay = min(self._recheck_delay * 2, RECHECK_MAX)
+        self._wake.set()  # the keeper takes the new deadline
 
     # -- the endpoint's calls -------------------------------------------------------------------
 
@@ -292,7 +371,7 @@ class TopicProducerGrants:
             self._refuse_if_closed()
             for waiter in self._waiters:
                 if waiter.channel is channel:
-                    self._waiters.remove(waiter)
+                    self._forget_waiter(waiter)
                     return
             if channel is not self._holder_channel:
                 raise GrantRefused(
@@ -315,7 +394,8 @@ class TopicProducerGrants:
     def detach(self, channel: GrantChannel) -> None:
         """The requester's connection is gone: a holder's grace period starts; a waiter leaves
         the line."""
-        self._waiters = deque(w for w in self._waiters if w.channel is not channel)
+        for waiter in [w for w in self._waiters if w.channel is channel]:
+            self._forget_waiter(waiter)
         if channel is not self._holder_channel:
             return
         self._holder_channel = None
@@ -338,20 +418,52 @@ class TopicProducerGrants:
         channel: GrantChannel,
         promoting: bool,
     ) -> bool:
-        """Decide and carry out a request; True once granted, False while it waits."""
+        """Decide and carry out a request; True once granted, False while it waits.
+        ``promoting``: the first in line is tried (it is already queued)."""
+        others: tuple[str, ...] | None = None  # other producers connected; None: not asked yet
         while True:
             topic = await self._read_for_request()
             hold = self._effective(ProducerHold.from_status(topic.status.producer))
-            decision = decide(hold, self._holder_channel is not None, name, mode, requested_epoch)
+            decision = decide(
+                hold,
+                self._holder_channel is not None,
+                name,
+                mode,
+                requested_epoch,
+                ahead=0 if promoting else len(self._waiters),
+                others=others or (),
+            )
             match decision:
                 case Refuse(reason, message):
                     raise GrantRefused(_CODES[reason], message)
                 case Wait():
                     if not promoting:
-                        self._waiters.append(_Waiter(name, mode, channel))
+                        self._waiters.append(_Waiter(name, mode, requested_epoch, channel))
                         channel.queued()
                         log.info("exclusive producer %s waits for %s", name, self.topic)
+                        if len(self._waiters) == 1 and hold.holder is None:
+                            self._look_again_later()  # kept out by other producers
                     return False
+                case Claim(epoch):
+                    if others is None:
+                        others = await self._probe(name)
+                        if others:
+                            continue  # decided again: busy, or waiting
+                    try:
+                        await self._write_for_request(
+                            topic, hold.granted(name, mode, epoch, claiming=True)
+                        )
+                    except Conflict:
+                        continue
+                    try:
+                        await self._take(name, mode, epoch, channel, claim=True)
+                    except SegmentsBusy as busy:
+                        log.info(
+                            "exclusive producer %s of %s is kept out: %s", name, self.topic, busy
+                        )
+                        others = busy.names
+                        continue  # undone; decided again: busy, or waiting
+                    return True
                 case Resume(epoch) if hold.holder is not None:
                     # Its segments were fenced before it was first told; children inherit.
                     self._grace_deadline = None
@@ -367,10 +479,33 @@ class TopicProducerGrants:
                     await self._take(name, mode, epoch, channel)
                     return True
 
+    async def _probe(self, name: str) -> tuple[str, ...]:
+        """The producers of other names connected to the topic's segments, as their brokers
+        say now (a hint: the claim's conditional fence decides)."""
+        try:
+            busy = await connected_producers(
+                self._store, self._fencer, self._namespace, self._name, self._check_fence, name
+            )
+        except Deposed as deposed:
+            raise GrantRefused(ErrorCode.NOT_LEADER, str(deposed)) from None
+        except NotFound:
+            raise GrantRefused(ErrorCode.TOPIC_NOT_FOUND, f"topic {self.topic} is gone") from None
+        except (StoreError, ValueError) as error:
+            raise GrantRefused(
+                ErrorCode.SERVICE_NOT_READY, f"the controller cannot read {self.topic}: {error}"
+            ) from None
+        return tuple(sorted({n for names in busy.values() for n in names}))
+
     async def _take(
-        self, name: str, mode: ProducerAccessMode, epoch: int, channel: GrantChannel
+        self,
+        name: str,
+        mode: ProducerAccessMode,
+        epoch: int,
+        channel: GrantChannel,
+        claim: bool = False,
     ) -> None:
-        """The new holder is persisted at ``epoch``: fence, then tell it."""
+        """The new holder is persisted at ``epoch``: fence, then tell it. ``claim``: the fences
+        are conditional, and SegmentsBusy (after the claim is undone) says who kept it out."""
         displaced = self._holder_channel
         self._holder_channel = None
         self._grace_deadline = None
@@ -384,29 +519,36 @@ class TopicProducerGrants:
                 "this producer is closed for good",
             )
         try:
-            while True:
-                in_force = await fence_topic(
-                    self._store,
-                    self._fencer,
-                    self._clock,
-                    self._namespace,
-                    self._name,
-                    epoch,
-                    self._check_fence,
-                    self._fence_timeout,
-                    holder=name,
-                )
-                if in_force <= epoch:
-                    break
-                log.warning(
-                    "a segment of %s is at producer epoch %d, ahead of the topic's %d: "
-                    "raising the topic past it",
-                    self.topic,
-                    in_force,
-                    epoch,
-                )
-                epoch = in_force + 1
-                await self._put(ProducerHold(epoch, name, mode))
+            try:
+                while True:
+                    in_force = await fence_topic(
+                        self._store,
+                        self._fencer,
+                        self._clock,
+                        self._namespace,
+                        self._name,
+                        epoch,
+                        self._check_fence,
+                        self._fence_timeout,
+                        holder=name,
+                        if_free=claim,
+                    )
+                    if in_force <= epoch:
+                        break
+                    log.warning(
+                        "a segment of %s is at producer epoch %d, ahead of the topic's %d: "
+                        "raising the topic past it",
+                        self.topic,
+                        in_force,
+                        epoch,
+                    )
+                    epoch = in_force + 1
+                    await self._put(ProducerHold(epoch, name, mode, claim))
+            except SegmentsBusy:
+                await self._undo_claim()
+                raise
+            if claim:
+                await self._confirm(name, epoch)
         except Deposed as deposed:
             raise GrantRefused(ErrorCode.NOT_LEADER, str(deposed)) from None
         except (_TopicGone, NotFound) as gone:
@@ -423,6 +565,25 @@ class TopicProducerGrants:
         log.info(
             "exclusive producer %s holds %s at epoch %d (%s)", name, self.topic, epoch, mode.value
         )
+
+    async def _confirm(self, name: str, epoch: int) -> None:
+        """Every segment is reserved for the claimant: the claim stands."""
+
+        def confirmed(current: ProducerHold) -> ProducerHold | None:
+            if (current.holder, current.epoch) != (name, epoch):
+                raise ValueError(f"the claim of {name!r} at epoch {epoch} was overwritten")
+            return current.confirmed() if current.claiming else None
+
+        await self._update(confirmed)
+
+    async def _undo_claim(self) -> None:
+        """A claim some segment refused: clear the holder (the epoch stays; the keeper writes
+        it if the store does not answer now) and let the keeper release the segments it
+        reserved, off the request: a broker that does not answer must not delay the answer."""
+        self._clear_due = True
+        self._wake.set()
+        with contextlib.suppress(StoreError, ValueError, _TopicGone):
+            await self._clear()
 
     async def _abandon(self, name: str, why: BaseException) -> None:
         """A grant that could not be completed: its holder is cleared (the epoch stays)."""
@@ -446,6 +607,8 @@ class TopicProducerGrants:
         if expected.holder is not None and self._hold.holder is None:
             self._release_due = expected.epoch
             self._wake.set()
+            if not expected.claiming:
+                self._next_in_line()  # a holder left: the line is served now
 
     def _effective(self, stored: ProducerHold) -> ProducerHold:
         """The stored hold, with a release that is not written yet taken into account."""
@@ -499,6 +662,7 @@ class TopicProducerGrants:
             "holder": status.holder,  # None deletes the field (merge patch)
             "accessMode": status.access_mode.value if status.access_mode else None,
             "term": status.term,
+            "claiming": True if status.claiming else None,
         }
         await self._store.patch_status(
             ScalableTopic.KIND,

@@ -231,6 +231,11 @@ class ProducerStatus(Wire):
     holder: str | None = None
     access_mode: ProducerAccessMode | None = None
     term: int = Field(default=0, ge=0)
+    claiming: bool = Field(
+        default=False,
+        description="an Exclusive or WaitForExclusive grant not yet confirmed by every "
+        "segment (no other producer connected); a new leader undoes it",
+    )
 
 
 class ConsumerRegistration(Wire):
