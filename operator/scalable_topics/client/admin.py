@@ -29,6 +29,7 @@ from .errors import (
     ConnectionFailed,
     InvalidRequest,
     NotFound,
+    OperationInProgress,
     ServerError,
     Timeout,
     Unauthorized,
@@ -76,10 +77,13 @@ def _refusal(status: int, payload: Any, fallback: str) -> ClientError:
     message = str(body.get("message") or fallback)
     try:
         code: ErrorCode | None = ErrorCode(code_text)
-    except ValueError:  # AlreadyExists and Timeout are this API's own codes
+    except ValueError:  # AlreadyExists, OperationInProgress and Timeout are this API's own
         code = None
     if code_text == "AlreadyExists":
         return AlreadyExists(message)
+    if code_text == "OperationInProgress":
+        operation = body.get("operation")
+        return OperationInProgress(message, operation if isinstance(operation, dict) else None)
     if status == 409:
         return InvalidRequest(message, code)
     kind = _BY_STATUS.get(status, ServerError if status >= 500 else InvalidRequest)
@@ -174,8 +178,9 @@ class Admin:
     # -- scaling and stats ----------------------------------------------------------------------
 
     async def split(self, topic: str, segment_id: int, wait_seconds: float = 60) -> Operation:
-        """Split an active segment and wait for the controller: InvalidRequest when refused,
-        Timeout when no controller answered in time (the request stays on the topic)."""
+        """Split an active segment and wait for the controller: OperationInProgress when
+        another split or merge holds the topic, InvalidRequest when refused, Timeout when no
+        controller answered in time (the request stays on the topic)."""
         body = {"segment": segment_id, "timeoutSeconds": wait_seconds}
         answer = await self._call(
             "POST", topic_path(topic) + "/split", body, wait_seconds + _SCALING_SLACK_SECONDS

@@ -47,6 +47,7 @@ from ..model.resources import (
     segment_object_name,
 )
 from ..model.scale_request import (
+    REQUEST_ANNOTATIONS,
     REQUESTER_ANNOTATION,
     InvalidScaleRequest,
     ScaleRequest,
@@ -101,7 +102,8 @@ class TopicScaler:
             try:
                 request = read_scale_request(topic.metadata.annotations)
             except InvalidScaleRequest as error:
-                await self._refuse(topic, error.kind, (), None, str(error))
+                requester = topic.metadata.annotations.get(REQUESTER_ANNOTATION)
+                await self._refuse(topic, error.kind, (), requester, str(error))
                 await self._forget_request(topic, error.annotation)
                 continue
             if request is None:
@@ -111,8 +113,7 @@ class TopicScaler:
     # -- requests -------------------------------------------------------------------------------
 
     async def _take(self, topic: ScalableTopic, request: ScaleRequest) -> None:
-        last = topic.status.last_operation
-        if last is not None and request.answered_by(last.kind, last.parent_ids, last.requested_by):
+        if request.answered(topic.status.last_operation):
             # Answered already (it is removed only after the operation is over).
             await self._forget_request(topic, request.annotation)
             return
@@ -175,22 +176,20 @@ class TopicScaler:
         await self._events.record(topic, "Warning", "ScalingRejected", why)
 
     async def _forget_request(self, topic: ScalableTopic, annotation: str) -> None:
-        """Remove the answered request's annotations, each only while it still holds the
-        answered value: the requester of the next request may already be written (the admin
-        API asks again as soon as it sees the answer), and removing it would leave that
-        request answered to nobody. A compare-and-swap, again on conflict."""
+        """Remove the answered request (its annotation and requester) only while the topic
+        still holds exactly that request: the admin API writes the next request, replacing
+        this one, as soon as it sees the answer, and removing any part of that one would
+        leave it answered to nobody. A compare-and-swap, again on conflict."""
         namespace, name = topic.metadata.namespace or "default", topic.metadata.name
-        answered = {
-            key: topic.metadata.annotations.get(key) for key in (annotation, REQUESTER_ANNOTATION)
-        }
+        answered = _request_annotations(topic)
         while True:
             current = await self._read(namespace, name)
-            if current is None:
+            if current is None or _request_annotations(current) != answered:
                 return
             removal = {
                 key: None
-                for key, value in answered.items()
-                if value is not None and current.metadata.annotations.get(key) == value
+                for key in (annotation, REQUESTER_ANNOTATION)
+                if key in current.metadata.annotations
             }
             if not removal:
                 return
@@ -431,6 +430,10 @@ class TopicScaler:
             last_transition_time=self._clock.now(),
             observed_generation=topic.metadata.generation,
         )
+
+
+def _request_annotations(topic: ScalableTopic) -> dict[str, str | None]:
+    return {key: topic.metadata.annotations.get(key) for key in REQUEST_ANNOTATIONS}
 
 
 def _descriptor(segment: Segment) -> str:
