@@ -15,16 +15,24 @@ garbage-collects drained sealed segments (gc.py).
 
 Deletion: the finalizer holds the topic while every segment's storage and Segment object is
 removed; storage or objects already gone count as done, so a retried delete never gets stuck.
+Deleting storage is best effort per broker: a broker that does not answer within
+``broker_delete_timeout`` (``BROKER_DELETE_TIMEOUT`` seconds unless configured; refused
+connections fail at once) is given up for the pass and does not hold the deletion. Its
+storage of the topic is removed by the broker itself when it registers again
+(broker/orphan_storage.py), since the Segment objects are gone by then.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
+from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..admin.broker_admin import BrokerAdmin
+from ..admin.broker_admin import BrokerAdmin, BrokerUnreachable
 from ..model.clock import Clock
 from ..model.conditions import Condition, set_condition
 from ..model.layout import SegmentLayout
@@ -48,6 +56,9 @@ from .subscriptions import SubscriptionSync
 log = logging.getLogger(__name__)
 
 READY = "Ready"
+# How long deleting a topic waits for one broker's answer before leaving that broker's storage
+# of the topic to the broker (it removes it when it registers again).
+BROKER_DELETE_TIMEOUT = 10.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,12 +76,14 @@ class TopicLifecycle:
         clock: Clock,
         leader: LeaderIdentity,
         system_namespace: str,
+        broker_delete_timeout: float = BROKER_DELETE_TIMEOUT,
     ) -> None:
         self._store = store
         self._admin = admin
         self._clock = clock
         self._leader = leader
         self._system_namespace = system_namespace
+        self._broker_delete_timeout = broker_delete_timeout
         self.events = EventRecorder(store, clock, leader.identity)
         self._subscriptions = SubscriptionSync(store, admin, clock, self.events)
         self._gc = SegmentCollector(store, admin, clock, self.events)
@@ -259,15 +272,9 @@ class TopicLifecycle:
         listing = await self._store.list(
             Segment.KIND, namespace=namespace, label_selector=f"{TOPIC_LABEL}={name}"
         )
-        for item in listing.items:
-            segment = Segment.model_validate(item)
-            if segment.status.broker is not None:
-                descriptor = segment.metadata.name.removeprefix(f"{name}-")
-                gone = not await self._admin.delete_segment(
-                    segment.status.broker, namespace, name, descriptor
-                )
-                if gone:
-                    log.info("segment %s of %s/%s was already gone", descriptor, namespace, name)
+        segments = [Segment.model_validate(item) for item in listing.items]
+        await self._delete_storage(namespace, name, segments)
+        for segment in segments:
             with contextlib.suppress(NotFound):
                 await self._store.delete(Segment.KIND, namespace, segment.metadata.name)
         finalizers = [f for f in topic.metadata.finalizers if f != FINALIZER]
@@ -284,6 +291,45 @@ class TopicLifecycle:
         except Conflict:
             return False  # changed under us: the next pass reads it again
         return True
+
+    async def _delete_storage(self, namespace: str, name: str, segments: Sequence[Segment]) -> None:
+        """Delete the segments' storage, brokers side by side, each broker's one after the
+        other. A broker that does not answer in time is given up: its remaining segments are
+        left to it (it removes storage without a Segment object when it registers)."""
+        by_broker: defaultdict[str, list[Segment]] = defaultdict(list)
+        for segment in segments:
+            if segment.status.broker is not None:
+                by_broker[segment.status.broker].append(segment)
+
+        async def on(broker: str, hosted: list[Segment]) -> None:
+            for segment in hosted:
+                descriptor = segment.metadata.name.removeprefix(f"{name}-")
+                try:
+                    async with asyncio.timeout(self._broker_delete_timeout):
+                        gone = not await self._admin.delete_segment(
+                            broker, namespace, name, descriptor
+                        )
+                except (BrokerUnreachable, TimeoutError) as error:
+                    log.warning(
+                        "deleting %s/%s: broker %s did not answer (%s); leaving its storage of "
+                        "%d segment(s) for it to remove when it registers again",
+                        namespace,
+                        name,
+                        broker,
+                        error or f"no answer within {self._broker_delete_timeout:g} s",
+                        len(hosted) - hosted.index(segment),
+                    )
+                    return
+                if gone:
+                    log.info("segment %s of %s/%s was already gone", descriptor, namespace, name)
+
+        # Every broker's deletions end before a failure (an error answer: retried) is raised.
+        outcomes = await asyncio.gather(
+            *(on(broker, hosted) for broker, hosted in by_broker.items()), return_exceptions=True
+        )
+        for outcome in outcomes:
+            if isinstance(outcome, BaseException):
+                raise outcome
 
 
 @dataclass(slots=True)

@@ -28,7 +28,7 @@ from .consumers import ConsumerCoordinators
 from .endpoint import serving_endpoint
 from .leader import ElectionTiming, LeaderElector
 from .led_topics import DEFAULT_GRACE_PERIOD
-from .lifecycle import LeaderIdentity, TopicLifecycle
+from .lifecycle import BROKER_DELETE_TIMEOUT, LeaderIdentity, TopicLifecycle
 from .producer_grants import ProducerGrantCoordinators
 from .scaling import OperationCannotProceed, TopicScaler
 
@@ -54,11 +54,17 @@ class ControllerConfig:
     # How long a disconnected stream consumer keeps its segments, and a disconnected exclusive
     # producer the topic.
     consumer_grace_period: float = DEFAULT_GRACE_PERIOD
+    # How long deleting a topic waits for a broker before leaving it its storage of the topic.
+    broker_delete_timeout: float = BROKER_DELETE_TIMEOUT
 
     def __post_init__(self) -> None:
         if not self.consumer_grace_period > 0:
             raise ValueError(
                 f"the consumer grace period must be positive, not {self.consumer_grace_period}s"
+            )
+        if not self.broker_delete_timeout > 0:
+            raise ValueError(
+                f"the broker delete timeout must be positive, not {self.broker_delete_timeout}s"
             )
 
 
@@ -199,7 +205,12 @@ class ControllerManager:
         assert self._admin is not None and self._clock is not None
         leader = LeaderIdentity(self._config.identity, self._config.endpoint, term)
         lifecycle = TopicLifecycle(
-            self._store, self._admin, self._clock, leader, self._config.system_namespace
+            self._store,
+            self._admin,
+            self._clock,
+            leader,
+            self._config.system_namespace,
+            self._config.broker_delete_timeout,
         )
         scaler = TopicScaler(self._store, self._admin, self._clock, lifecycle, lifecycle.events)
         delay = _RETRY_FIRST
