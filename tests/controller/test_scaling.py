@@ -353,8 +353,46 @@ async def test_a_sealed_segment_cannot_be_split_again(cluster: Cluster) -> None:
     assert topic.status.epoch == 2
 
 
+async def test_an_operation_records_the_subscriptions_it_read_and_its_children_get_those(
+    cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Step 1 of the seed is done once: the subscriptions read are written into the intent
+    before any child exists, and a leader that takes over makes every child with exactly
+    them, never with a list read again later."""
+    await create_topic(cluster)
+    parent = (await cluster.segments())[0]
+    assert parent.status.broker is not None
+    await cluster.admin.create_subscription(
+        parent.status.broker, "default", "orders", "0000-7fff-0", "audit"
+    )
+    await cluster.request(SPLIT_ANNOTATION, "0")
+    die_at(monkeypatch, "scale:child-created")
+    _, scaler = cluster.leader()
+    with pytest.raises(LeaderDied):
+        await scaler.advance("default", "orders")
+    pending = (await cluster.topic()).status.pending_operation
+    assert pending is not None and pending.subscriptions == ["audit", "billing"]
+
+    # Made on the parent after the operation read its subscriptions.
+    await cluster.admin.create_subscription(
+        parent.status.broker, "default", "orders", "0000-7fff-0", "late"
+    )
+    monkeypatch.setattr(scaling, "failpoint", lambda name: None)
+    topic = await cluster.settle()
+    assert layout_of(topic).epoch == 1
+    segments = await cluster.segments()
+    for child_id in (2, 3):
+        child = segments[child_id]
+        assert child.spec.subscriptions == ["audit", "billing"]
+        assert child.status.broker is not None
+        assert await cluster.admin.subscriptions(
+            child.status.broker, "default", "orders", child.metadata.name.removeprefix("orders-")
+        ) == ["audit", "billing"]
+
+
 BOUNDARIES = [
     "scale:planned",
+    "scale:subscriptions-recorded",
     "scale:child-created",
     "scale:children-created",
     "scale:parent-terminated",

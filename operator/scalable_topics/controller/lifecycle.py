@@ -13,8 +13,9 @@ Earliest. When every active segment is served, the topic is Ready; the pass then
 segments' subscriptions in line with the spec (subscriptions.py) and, when that is done,
 garbage-collects drained sealed segments (gc.py).
 
-Deletion: the finalizer holds the topic while every segment's storage and Segment object is
-removed; storage or objects already gone count as done, so a retried delete never gets stuck.
+Deletion: the finalizer holds the topic (phase Deleting) while every segment's storage and
+Segment object is removed (the object in state Deleting meanwhile); storage or objects already
+gone count as done, so a retried delete never gets stuck.
 Deleting storage is best effort per broker: a broker that does not answer within
 ``broker_delete_timeout`` (``BROKER_DELETE_TIMEOUT`` seconds unless configured; refused
 connections fail at once) is given up for the pass and does not hold the deletion. Its
@@ -50,7 +51,7 @@ from ..store import Conflict, NotFound, Store
 from .brokers import registered_brokers
 from .events import EventRecorder
 from .gc import SegmentCollector
-from .segment_objects import ensure_segment_object
+from .segment_objects import ensure_segment_object, mark_deleting
 from .subscriptions import SubscriptionSync
 
 log = logging.getLogger(__name__)
@@ -267,8 +268,11 @@ class TopicLifecycle:
     # -- deletion -------------------------------------------------------------------------------
 
     async def _finalize(self, topic: ScalableTopic) -> bool:
-        """Remove every segment, then the finalizer; True when the topic is gone."""
+        """Remove every segment, then the finalizer; True when the topic is gone. The phase
+        is Deleting meanwhile, and each segment's state while its storage is removed."""
         namespace, name = topic.metadata.namespace or "default", topic.metadata.name
+        if topic.status.phase is not TopicPhase.DELETING:
+            topic = await self._write_deleting(topic)
         listing = await self._store.list(
             Segment.KIND, namespace=namespace, label_selector=f"{TOPIC_LABEL}={name}"
         )
@@ -292,6 +296,26 @@ class TopicLifecycle:
             return False  # changed under us: the next pass reads it again
         return True
 
+    async def _write_deleting(self, topic: ScalableTopic) -> ScalableTopic:
+        segments = len(topic.status.segments)
+        condition = Condition(
+            type=READY,
+            status="False",
+            reason="Deleting",
+            message=f"deleting {segments} segment(s), then the topic",
+            last_transition_time=self._clock.now(),
+            observed_generation=topic.metadata.generation,
+        )
+        status = topic.status.model_copy(
+            update={
+                "phase": TopicPhase.DELETING,
+                "conditions": set_condition(topic.status.conditions, condition),
+            }
+        )
+        raw = topic.to_wire()
+        raw["status"] = status.to_wire()
+        return ScalableTopic.model_validate(await self._store.replace_status(raw))
+
     async def _delete_storage(self, namespace: str, name: str, segments: Sequence[Segment]) -> None:
         """Delete the segments' storage, brokers side by side, each broker's one after the
         other. A broker that does not answer in time is given up: its remaining segments are
@@ -304,6 +328,7 @@ class TopicLifecycle:
         async def on(broker: str, hosted: list[Segment]) -> None:
             for segment in hosted:
                 descriptor = segment.metadata.name.removeprefix(f"{name}-")
+                await mark_deleting(self._store, segment)
                 try:
                     async with asyncio.timeout(self._broker_delete_timeout):
                         gone = not await self._admin.delete_segment(

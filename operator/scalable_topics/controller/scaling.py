@@ -5,9 +5,11 @@ impossible one is refused with the reason and changes nothing. A possible one is
 first, as ``status.pendingOperation`` (kind, base epoch, parents, the reserved child ids and
 ranges, step), and then carried out step by step:
 
-1. ``Planned``: discover the parents' subscriptions (their union for a merge), create each
-   child's Segment object, place it and create its storage with those subscriptions at
-   Earliest. Then record ``ChildrenCreated``.
+1. ``Planned``: discover the parents' subscriptions (their union for a merge) and record them
+   in the intent, once: a leader that takes over creates the remaining children with exactly
+   that list, never one read later (a subscription made on a parent meanwhile would give the
+   children different ones). Then create each child's Segment object, place it and create
+   its storage with those subscriptions at Earliest, and record ``ChildrenCreated``.
 2. ``ChildrenCreated``: terminate the parents, one after the other; then one compare-and-swap
    writes the new layout and clears the intent. Clients see the children only now, when their
    cursors exist and the parents are sealed. The Segment objects' states (parents Terminated,
@@ -58,7 +60,7 @@ from ..store import Conflict, NotFound, Store
 from .events import EventRecorder
 from .failpoints import failpoint
 from .lifecycle import Placements, TopicLifecycle
-from .segment_objects import ensure_segment_object
+from .segment_objects import ensure_segment_object, mark_deleting
 
 log = logging.getLogger(__name__)
 
@@ -215,7 +217,7 @@ class TopicScaler:
         try:
             layout.validate(change)  # a LayoutError: it no longer fits the layout
             if pending.step is OperationStep.PLANNED:
-                await self._create_children(topic, change)
+                topic = await self._create_children(topic, change)
                 topic = await self._record_step(topic, OperationStep.CHILDREN_CREATED)
                 failpoint("scale:children-created")
             terminated = await self._terminate_parents(topic, change)
@@ -228,8 +230,21 @@ class TopicScaler:
         await self._commit(topic, change, layout)
         await self._record_segment_states(topic, change, terminated)
 
-    async def _create_children(self, topic: ScalableTopic, change: LayoutChange) -> None:
-        subscriptions = await self._parent_subscriptions(topic, change.parent_ids)
+    async def _create_children(self, topic: ScalableTopic, change: LayoutChange) -> ScalableTopic:
+        """Create the children with the subscriptions the operation recorded (recorded first
+        when it has none yet); the topic as last written."""
+        pending = topic.status.pending_operation
+        assert pending is not None
+        # Read every time: it also finds a parent that can no longer be split or merged
+        # (OperationCannotProceed) while rolling back is still safe.
+        found = await self._parent_subscriptions(topic, change.parent_ids)
+        subscriptions = pending.subscriptions
+        if subscriptions is None:
+            subscriptions = found
+            topic = await self._write_status(
+                topic, pending_operation=pending.model_copy(update={"subscriptions": found})
+            )
+            failpoint("scale:subscriptions-recorded")
         placements = Placements()
 
         async def create(child: PlannedChild) -> None:
@@ -246,6 +261,7 @@ class TopicScaler:
 
         # The children are independent: made side by side, placed as one pass would place them.
         await asyncio.gather(*(create(child) for child in change.children))
+        return topic
 
     async def _parent_subscriptions(
         self, topic: ScalableTopic, parent_ids: Sequence[int]
@@ -356,6 +372,7 @@ class TopicScaler:
                 continue
             segment = Segment.model_validate(raw)
             if segment.status.broker is not None:
+                await mark_deleting(self._store, segment)
                 await self._admin.delete_segment(
                     segment.status.broker, namespace, name, _descriptor(segment)
                 )

@@ -186,7 +186,11 @@ class PendingOperation(Wire):
     base_epoch: int = Field(ge=0)
     parent_ids: list[int] = Field(min_length=1, max_length=2)
     children: list[PlannedChildEntry] = Field(min_length=1, max_length=2)
-    subscriptions: list[str] = Field(default_factory=list)
+    subscriptions: list[str] | None = Field(
+        default=None,
+        description="the parents' subscriptions, read once when the operation began; every "
+        "child is created with exactly these (unset until they are read)",
+    )
     step: OperationStep = OperationStep.PLANNED
     requested_by: str | None = None
     started_at: datetime | None = None
