@@ -85,6 +85,12 @@ async def test_admin_manages_topics_end_to_end(service: Service) -> None:
             await admin.create_topic("team-a/orders")
         with pytest.raises(InvalidRequest, match=r"spec\.initialSegments"):
             await admin.create_topic("team-a/other", 0)
+        with pytest.raises(
+            InvalidRequest, match=r"spec\.autoScale: minSegments must not exceed maxSegments"
+        ):
+            await admin.create_topic(
+                "team-a/other", auto_scale={"minSegments": 3, "maxSegments": 2}
+            )
         assert await wait_for_layout(admin, "team-a/orders") == 0
 
         [summary] = await admin.list_topics("team-a")

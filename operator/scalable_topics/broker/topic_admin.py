@@ -74,6 +74,7 @@ class CreateTopic(_Body):
     subscriptions: list[SubscriptionBody] = Field(default_factory=list)
     properties: dict[str, str] = Field(default_factory=dict)
     retention: dict[str, int] | None = None
+    auto_scale: dict[str, Any] | None = None  # validated as spec.autoScale
 
 
 class CreateSubscription(_Body):
@@ -161,6 +162,7 @@ async def create_topic_handler(request: web.Request) -> web.Response:
         [(s.name, s.type) for s in body.subscriptions],
         body.properties,
         body.retention,
+        body.auto_scale,
     )
     await create_topic(store, manifest)
     description = await describe_topic(store, namespace, name)

@@ -131,9 +131,12 @@ class Admin:
         subscriptions: Iterable[tuple[str, str] | str] = (),
         properties: Mapping[str, str] | None = None,
         retention: Mapping[str, int] | None = None,
+        auto_scale: Mapping[str, Any] | None = None,
     ) -> TopicDescription:
         """Create it; ``subscriptions`` are names (Queue) or (name, type) pairs, ``retention``
-        has ``maxSizeBytes`` and/or ``maxAgeSeconds``. AlreadyExists when the name is taken."""
+        has ``maxSizeBytes`` and/or ``maxAgeSeconds``, ``auto_scale`` is ``spec.autoScale``
+        (camelCase keys). AlreadyExists when the name is taken; InvalidRequest naming the
+        field for an invalid one."""
         declared = [
             {"name": s, "type": "Queue"} if isinstance(s, str) else {"name": s[0], "type": s[1]}
             for s in subscriptions
@@ -145,6 +148,8 @@ class Admin:
         }
         if retention is not None:
             body["retention"] = dict(retention)
+        if auto_scale is not None:
+            body["autoScale"] = dict(auto_scale)
         return cast(TopicDescription, await self._call("PUT", topic_path(topic), body))
 
     async def list_topics(self, namespace: str | None = None) -> list[TopicSummary]:
