@@ -56,9 +56,11 @@ async def test_topic_lifecycle_over_http(service: Service, http: aiohttp.ClientS
         "subscriptions": [{"name": "billing", "type": "Stream"}],
         "properties": {"tier": "gold"},
         "retention": {"maxAgeSeconds": 60},
+        "autoScale": {"maxSegments": 8, "splitThresholds": {"msgRateIn": 500}},
     }
     status, created = await call(http, service, "PUT", TOPIC, body)
     assert status == 201
+    assert created["spec"]["autoScale"] == body["autoScale"]
     assert (created["name"], created["namespace"], created["epoch"]) == ("orders", "default", None)
     assert created["spec"]["properties"] == {"tier": "gold"}
 
@@ -143,6 +145,18 @@ async def test_subscriptions_over_http(service: Service, http: aiohttp.ClientSes
     [
         ("PUT", TOPIC, {"initialSegments": 0}, "spec.initialSegments"),
         ("PUT", TOPIC, {"initialSegment": 2}, "request body: initialSegment"),
+        (
+            "PUT",
+            TOPIC,
+            {"autoScale": {"splitThresholds": {"msgRateIn": 0}}},
+            "invalid topic: spec.autoScale: splitThresholds.msgRateIn must be greater than 0",
+        ),
+        (
+            "PUT",
+            TOPIC,
+            {"autoScale": {"mergeCooldownSeconds": -1}},
+            "spec.autoScale.mergeCooldownSeconds: Input should be greater than or equal to 0",
+        ),
         ("PUT", "/admin/v1/topics/default/Bad_Name", {}, "not a DNS label"),
         ("POST", TOPIC + "/split", {"segment": -1}, "request body: segment"),
         ("POST", TOPIC + "/merge", {"segments": [1]}, "request body: segments"),

@@ -9,9 +9,12 @@ import contextlib
 
 import pytest
 from broker_process import BrokerProcess
+from dag_objects import AT, create_topic, put_segment
 from wire_client import WireClient
 
+from scalable_topics.model.layout import SegmentLayout
 from scalable_topics.protocol import BatchMessage, MessageId, SegmentSubscriptionType, SendReceipt
+from scalable_topics.store import EmbeddedStore
 
 TOPIC = "default/orders"
 ROUNDS = 3
@@ -53,6 +56,12 @@ async def keep_consuming(
 
 @pytest.mark.slow
 async def test_acknowledged_messages_and_positions_survive_sigkill(broker: BrokerProcess) -> None:
+    # The segment exists in the store as a controller makes it: a broker that comes back
+    # removes the storage of segments that do not.
+    async with await EmbeddedStore.open(broker.store_url.removeprefix("embedded://")) as store:
+        layout = SegmentLayout.initial(1, AT)
+        await create_topic(store, "default", "orders", layout)
+        await put_segment(store, "default", "orders", layout.get(0), broker.ws_url)
     status, body = await broker.admin(
         "PUT", "/default/orders/0000-ffff-0", {"subscriptions": ["sub", "audit"]}
     )

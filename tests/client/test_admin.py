@@ -20,12 +20,15 @@ from scalable_topics.client.errors import (
     ConnectionFailed,
     InvalidRequest,
     NotFound,
+    OperationInProgress,
     Timeout,
 )
 from scalable_topics.model.layout import SegmentLayout
 from scalable_topics.model.resources import ScalableTopic
+from scalable_topics.model.scale_request import REQUESTER_ANNOTATION
 from scalable_topics.protocol import ErrorCode
 from scalable_topics.store import EmbeddedStore
+from scalable_topics.tasks import cancel_and_wait
 
 
 @pytest.fixture
@@ -82,6 +85,12 @@ async def test_admin_manages_topics_end_to_end(service: Service) -> None:
             await admin.create_topic("team-a/orders")
         with pytest.raises(InvalidRequest, match=r"spec\.initialSegments"):
             await admin.create_topic("team-a/other", 0)
+        with pytest.raises(
+            InvalidRequest, match=r"spec\.autoScale: minSegments must not exceed maxSegments"
+        ):
+            await admin.create_topic(
+                "team-a/other", auto_scale={"minSegments": 3, "maxSegments": 2}
+            )
         assert await wait_for_layout(admin, "team-a/orders") == 0
 
         [summary] = await admin.list_topics("team-a")
@@ -138,6 +147,75 @@ async def test_a_split_nobody_answers_times_out(tmp_path: Path) -> None:
                     await admin.split("orders", 0, wait_seconds=0.3)
         finally:
             await server.close()
+
+
+async def test_a_request_while_another_holds_the_topic_is_refused_naming_it(
+    tmp_path: Path,
+) -> None:
+    """A broker but no controller: the first split waits for an answer; a merge asked
+    meanwhile is refused at once, naming the split, and writes nothing (it used to overwrite
+    the split's request: both callers were told OK, and only one ran)."""
+    async with await EmbeddedStore.open(tmp_path / "store.db") as store:
+        config = BrokerConfig(data_dir=tmp_path / "b", store_url="embedded:x.db")
+        server = TestServer(build_app(config, store=store), host="127.0.0.1")
+        await server.start_server()
+        try:
+            async with Admin(f"ws://127.0.0.1:{server.port}") as admin:
+                await admin.create_topic("orders")
+                raw = await store.get(ScalableTopic.KIND, "default", "orders")
+                raw["status"] = SegmentLayout.initial(2, datetime.now(UTC)).to_status()
+                await store.replace_status(raw)
+                first = asyncio.create_task(admin.split("orders", 0, wait_seconds=30))
+                try:
+                    async with asyncio.timeout(30):
+                        while (
+                            REQUESTER_ANNOTATION
+                            not in (topic := await read_topic(store)).metadata.annotations
+                        ):
+                            await asyncio.sleep(0.01)
+                    asked = topic.metadata.annotations
+                    token = asked[REQUESTER_ANNOTATION]
+                    with pytest.raises(OperationInProgress) as refused:
+                        await admin.merge("orders", 0, 1)
+                    assert refused.value.message == (
+                        "an operation is in progress on topic default/orders: split of segment "
+                        f"0 (requested by {token}) is waiting for the topic's controller; ask "
+                        "again when it is over"
+                    )
+                    assert refused.value.operation == {
+                        "kind": "Split",
+                        "segmentIds": [0],
+                        "requestedBy": token,
+                        "state": "Requested",
+                    }
+                    assert (await read_topic(store)).metadata.annotations == asked
+
+                    # A controller took it: running, the slot is still taken.
+                    topic = await read_topic(store)
+                    layout = SegmentLayout.from_status(topic.status.to_wire())
+                    raw = topic.to_wire()
+                    raw["status"]["pendingOperation"] = {
+                        **layout.plan_split(0).to_dict(),
+                        "step": "ChildrenCreated",
+                        "requestedBy": token,
+                    }
+                    await store.replace_status(raw)
+                    with pytest.raises(OperationInProgress, match="is running") as running:
+                        await admin.split("orders", 1)
+                    assert str(running.value).endswith(
+                        f"split of segment 0 (requested by {token}) is running (step "
+                        "ChildrenCreated); ask again when it is over"
+                    )
+                    assert running.value.operation["state"] == "Running"
+                    assert running.value.operation["step"] == "ChildrenCreated"
+                finally:
+                    await cancel_and_wait(first)
+        finally:
+            await server.close()
+
+
+async def read_topic(store: EmbeddedStore) -> ScalableTopic:
+    return ScalableTopic.model_validate(await store.get(ScalableTopic.KIND, "default", "orders"))
 
 
 async def test_an_unreachable_broker_is_skipped(service: Service) -> None:

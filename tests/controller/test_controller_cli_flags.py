@@ -1,4 +1,4 @@
-"""``stctl controller``'s consumer-session flags refuse bad values with a message naming them."""
+"""``stctl controller``'s flags refuse bad values with a message naming them."""
 
 import subprocess
 import sys
@@ -30,6 +30,7 @@ def _controller(*args: str) -> subprocess.CompletedProcess[str]:
         (("--listen", "host:0"), "expected HOST:PORT"),
         (("--listen", "0.0.0.0:7000"), "listening on 0.0.0.0, give the --endpoint"),
         (("--consumer-grace-period", "0"), "the consumer grace period must be positive"),
+        (("--broker-delete-timeout", "0"), "the broker delete timeout must be positive"),
     ],
 )
 def test_bad_consumer_session_settings_are_refused(args: tuple[str, ...], message: str) -> None:

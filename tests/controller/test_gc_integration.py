@@ -280,3 +280,26 @@ async def test_without_subscriptions_a_size_limit_counts_the_newer_segments(
     await produce(child.status.broker, NAMESPACE, TOPIC, 1, [b"m1", b"m2", b"m3"] * 2)
     assert (await collector.collect(NAMESPACE, TOPIC)).pruned == [0]
     assert not await storage_exists(cluster, broker, PARENT)
+
+
+async def test_a_pruned_segment_is_deleting_while_its_storage_is_removed(
+    cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    broker = await sealed_parent_with_backlog(cluster)
+    lifecycle = cluster.lifecycle()
+    assert await lifecycle.reconcile(NAMESPACE, TOPIC)
+    await drain(broker, NAMESPACE, TOPIC, 0, "billing", 3)
+    seen = []
+    delete_segment = cluster.admin.delete_segment
+
+    async def observing(url: str, namespace: str, topic: str, descriptor: str) -> bool:
+        obj = Segment.model_validate(
+            await cluster.store.get(Segment.KIND, namespace, f"{topic}-{descriptor}")
+        )
+        seen.append((descriptor, obj.status.state))
+        return await delete_segment(url, namespace, topic, descriptor)
+
+    monkeypatch.setattr(cluster.admin, "delete_segment", observing)
+    assert await lifecycle.reconcile(NAMESPACE, TOPIC)
+    assert seen == [(PARENT, "Deleting")]
+    assert sorted(await segments_by_id(cluster.store)) == [1, 2]

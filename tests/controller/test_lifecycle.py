@@ -150,3 +150,30 @@ async def test_a_new_leader_shows_itself_in_the_status(cluster: Cluster) -> None
     assert topic.status.controller is not None
     assert (topic.status.controller.identity, topic.status.controller.term) == ("controller-1", 2)
     assert topic.status.controller.endpoint == "ws://controller-1:8080"
+
+
+async def test_a_topic_being_deleted_and_its_segments_say_so(
+    cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await cluster.store.create(topic_manifest(2))
+    assert await cluster.lifecycle.reconcile("default", "orders")
+    await cluster.store.delete(ScalableTopic.KIND, "default", "orders")
+    seen = []
+    delete_segment = cluster.admin.delete_segment
+
+    async def observing(url: str, namespace: str, topic: str, descriptor: str) -> bool:
+        # What kubectl get st / seg would show while the storage is being removed.
+        owner = ScalableTopic.model_validate(
+            await cluster.store.get(ScalableTopic.KIND, namespace, topic)
+        )
+        [ready] = [c for c in owner.status.conditions if c.type == "Ready"]
+        segment = Segment.model_validate(
+            await cluster.store.get(Segment.KIND, namespace, f"{topic}-{descriptor}")
+        )
+        seen.append((owner.status.phase, ready.reason, ready.status, segment.status.state))
+        return await delete_segment(url, namespace, topic, descriptor)
+
+    monkeypatch.setattr(cluster.admin, "delete_segment", observing)
+    assert await cluster.lifecycle.reconcile("default", "orders")
+    assert seen == [("Deleting", "Deleting", "False", "Deleting")] * 2
+    assert (await cluster.store.list(ScalableTopic.KIND)).items == []

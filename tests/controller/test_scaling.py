@@ -7,10 +7,12 @@ tests/controller/test_scaling_faults.py does the same with SIGKILL and real proc
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import aiohttp
 import pytest
@@ -19,22 +21,31 @@ from topic_cluster import controller_informers, until_cached
 from wire_client import WireClient
 
 from scalable_topics.admin.broker_admin import BrokerAdmin
+from scalable_topics.admin.scale_requests import OperationInProgress, request_scaling
 from scalable_topics.controller import scaling
 from scalable_topics.controller.brokers import registered_brokers
 from scalable_topics.controller.lifecycle import LeaderIdentity, TopicLifecycle
 from scalable_topics.controller.scaling import TopicScaler
 from scalable_topics.model.clock import SystemClock
-from scalable_topics.model.layout import SegmentLayout
-from scalable_topics.model.resources import TOPIC_LABEL, ScalableTopic, Segment
+from scalable_topics.model.layout import ChangeKind, SegmentLayout
+from scalable_topics.model.resources import (
+    TOPIC_LABEL,
+    LastOperation,
+    OperationResult,
+    ScalableTopic,
+    Segment,
+)
 from scalable_topics.model.scale_request import (
     MERGE_ANNOTATION,
     REQUESTER_ANNOTATION,
     SPLIT_ANNOTATION,
+    request_annotations,
 )
 from scalable_topics.protocol import BatchMessage, SegmentSubscriptionType
 from scalable_topics.store import Conflict, EmbeddedStore, NotFound, Store
 from scalable_topics.store.informers import Informers
 from scalable_topics.store.kinds import EVENT
+from scalable_topics.tasks import cancel_and_wait
 
 TOPIC = "default/orders"
 
@@ -275,13 +286,14 @@ async def test_the_next_request_written_as_the_answered_one_is_cleared_keeps_its
         annotations = args[3].get("metadata", {}).get("annotations", {})
         if not asked_again and SPLIT_ANNOTATION in annotations:
             asked_again = True
+            # As the admin API writes it: the answered split's annotation goes too.
             await patch(
                 ScalableTopic.KIND,
                 "default",
                 "orders",
                 {
                     "metadata": {
-                        "annotations": {MERGE_ANNOTATION: "2,3", REQUESTER_ANNOTATION: "second"}
+                        "annotations": request_annotations(ChangeKind.MERGE, (2, 3), "second")
                     }
                 },
             )
@@ -295,6 +307,44 @@ async def test_the_next_request_written_as_the_answered_one_is_cleared_keeps_its
     assert last is not None
     assert (last.kind, last.parent_ids, last.result) == ("Merge", [2, 3], "Succeeded")
     assert last.requested_by == "second"
+    assert not topic.metadata.annotations
+
+
+async def test_the_same_request_asked_again_as_the_answered_one_is_cleared_is_answered_too(
+    cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The next requester asks for what was just answered (same annotation, same value): the
+    clearing of the answered one must not take the new one's annotation and leave its
+    requester waiting for an answer that never comes."""
+    await create_topic(cluster)
+    await cluster.store.patch(
+        ScalableTopic.KIND,
+        "default",
+        "orders",
+        {"metadata": {"annotations": request_annotations(ChangeKind.SPLIT, (0,), "first")}},
+    )
+    patch = cluster.store.patch
+    asked_again = False
+
+    async def ask_again_just_before_clearing(*args: Any, **options: Any) -> Any:
+        nonlocal asked_again
+        annotations = args[3].get("metadata", {}).get("annotations", {})
+        if not asked_again and SPLIT_ANNOTATION in annotations:
+            asked_again = True
+            again = request_annotations(ChangeKind.SPLIT, (0,), "second")
+            await patch(
+                ScalableTopic.KIND, "default", "orders", {"metadata": {"annotations": again}}
+            )
+        return await patch(*args, **options)
+
+    monkeypatch.setattr(cluster.store, "patch", ask_again_just_before_clearing)
+    await cluster.settle()
+    topic = await cluster.settle()
+    assert asked_again
+    last = topic.status.last_operation
+    assert last is not None
+    assert (last.requested_by, last.result) == ("second", "Rejected")
+    assert last.message == "cannot split segment 0: it is sealed"
     assert not topic.metadata.annotations
 
 
@@ -336,8 +386,46 @@ async def test_a_sealed_segment_cannot_be_split_again(cluster: Cluster) -> None:
     assert topic.status.epoch == 2
 
 
+async def test_an_operation_records_the_subscriptions_it_read_and_its_children_get_those(
+    cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Step 1 of the seed is done once: the subscriptions read are written into the intent
+    before any child exists, and a leader that takes over makes every child with exactly
+    them, never with a list read again later."""
+    await create_topic(cluster)
+    parent = (await cluster.segments())[0]
+    assert parent.status.broker is not None
+    await cluster.admin.create_subscription(
+        parent.status.broker, "default", "orders", "0000-7fff-0", "audit"
+    )
+    await cluster.request(SPLIT_ANNOTATION, "0")
+    die_at(monkeypatch, "scale:child-created")
+    _, scaler = cluster.leader()
+    with pytest.raises(LeaderDied):
+        await scaler.advance("default", "orders")
+    pending = (await cluster.topic()).status.pending_operation
+    assert pending is not None and pending.subscriptions == ["audit", "billing"]
+
+    # Made on the parent after the operation read its subscriptions.
+    await cluster.admin.create_subscription(
+        parent.status.broker, "default", "orders", "0000-7fff-0", "late"
+    )
+    monkeypatch.setattr(scaling, "failpoint", lambda name: None)
+    topic = await cluster.settle()
+    assert layout_of(topic).epoch == 1
+    segments = await cluster.segments()
+    for child_id in (2, 3):
+        child = segments[child_id]
+        assert child.spec.subscriptions == ["audit", "billing"]
+        assert child.status.broker is not None
+        assert await cluster.admin.subscriptions(
+            child.status.broker, "default", "orders", child.metadata.name.removeprefix("orders-")
+        ) == ["audit", "billing"]
+
+
 BOUNDARIES = [
     "scale:planned",
+    "scale:subscriptions-recorded",
     "scale:child-created",
     "scale:children-created",
     "scale:parent-terminated",
@@ -452,3 +540,112 @@ async def test_deleting_a_topic_in_the_middle_of_a_split_leaves_nothing_behind(
             await cluster.http.get(url.replace("ws://", "http://") + "/admin/v1/segments")
         ).json()
         assert listing == []
+
+
+class ReadsBeforeWriting:
+    """The store as one requester sees it: its first read of the topic waits until the other
+    requester has read too, so both check the topic before either asks."""
+
+    def __init__(self, store: EmbeddedStore, both_read: asyncio.Barrier) -> None:
+        self._store = store
+        self._both_read = both_read
+        self._first = True
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    async def get(self, kind: str, namespace: str, name: str) -> dict[str, Any]:
+        raw = await self._store.get(kind, namespace, name)
+        if self._first:
+            self._first = False
+            await self._both_read.wait()
+        return raw
+
+
+async def answer_requests(cluster: Cluster) -> None:
+    """A leader that takes requests whenever the topic changes, as the manager does."""
+    _, scaler = cluster.leader()
+    async with cluster.store.watch(ScalableTopic.KIND, "default") as events:
+        async for _ in events:
+            with contextlib.suppress(Conflict):
+                await scaler.advance("default", "orders")
+
+
+async def test_of_two_concurrent_requests_one_runs_and_the_other_is_refused_naming_it(
+    cluster: Cluster,
+) -> None:
+    """Both callers check the topic before either writes: the second write must not overwrite
+    the first (both told OK, one run, a merge caller handed the split's outcome)."""
+    await create_topic(cluster)
+    both_read = asyncio.Barrier(2)
+    asked = {ChangeKind.SPLIT: (0,), ChangeKind.MERGE: (0, 1)}
+    leader = asyncio.create_task(answer_requests(cluster))
+    try:
+        answers = await asyncio.gather(
+            *(
+                request_scaling(
+                    cast(Store, ReadsBeforeWriting(cluster.store, both_read)),
+                    "default",
+                    "orders",
+                    kind,
+                    ids,
+                    wait_seconds=30,
+                )
+                for kind, ids in asked.items()
+            ),
+            return_exceptions=True,
+        )
+    finally:
+        await cancel_and_wait(leader)
+    outcomes = dict(zip(asked, answers, strict=True))
+    ran = {kind: a for kind, a in outcomes.items() if isinstance(a, LastOperation)}
+    refused = {kind: a for kind, a in outcomes.items() if not isinstance(a, LastOperation)}
+    assert len(ran) == 1 and len(refused) == 1, outcomes
+    [(kind, answer)] = ran.items()
+    [refusal] = refused.values()
+    # The caller that ran got its own operation's outcome, and the other a refusal naming it.
+    assert (answer.kind, answer.parent_ids, answer.result) == (
+        kind.value,
+        list(asked[kind]),
+        "Succeeded",
+    )
+    assert isinstance(refusal, OperationInProgress), refusal
+    assert (refusal.occupant.kind, refusal.occupant.segment_ids) == (kind.value, asked[kind])
+    assert refusal.occupant.requested_by == answer.requested_by
+    assert str(refusal).startswith("an operation is in progress on topic default/orders: ")
+    topic = await cluster.topic()
+    assert layout_of(topic).epoch == 1  # one operation ran
+
+
+async def test_a_requester_gets_its_answer_even_when_the_next_operation_replaced_it(
+    cluster: Cluster,
+) -> None:
+    """lastOperation holds one answer: the next request's can replace it before the first
+    requester looks. The requester follows every version of the topic, so it still gets its
+    own (and never the other's)."""
+    await create_topic(cluster)
+    asking = asyncio.create_task(
+        request_scaling(cluster.store, "default", "orders", ChangeKind.SPLIT, (0,), 30)
+    )
+    try:
+        async with asyncio.timeout(30):
+            while REQUESTER_ANNOTATION not in (topic := await cluster.topic()).metadata.annotations:
+                await asyncio.sleep(0.01)
+        token = topic.metadata.annotations[REQUESTER_ANNOTATION]
+        # Answered, then at once the next request's answer, before the requester reads.
+        for requester, message in ((token, "its own"), ("someone-else", "the next one's")):
+            topic = await cluster.topic()
+            raw = topic.to_wire()
+            raw["status"]["lastOperation"] = LastOperation(
+                kind="Split",
+                parent_ids=[0],
+                result=OperationResult.REJECTED,
+                message=message,
+                requested_by=requester,
+                finished_at=datetime.now(UTC),
+            ).to_wire()
+            await cluster.store.replace_status(raw)
+        answer = await asking
+    finally:
+        await cancel_and_wait(asking)
+    assert (answer.requested_by, answer.message) == (token, "its own")

@@ -12,8 +12,9 @@ import pytest
 from broker_process import BrokerProcess
 from controller_process import ControllerProcess
 
-from scalable_topics.model.layout import SegmentLayout
+from scalable_topics.model.layout import ChangeKind, SegmentLayout
 from scalable_topics.model.resources import ScalableTopic
+from scalable_topics.model.scale_request import request_annotations
 from scalable_topics.store import EmbeddedStore
 
 pytestmark = pytest.mark.slow
@@ -91,6 +92,24 @@ async def test_split_and_merge_from_the_command_line(tmp_path: Path) -> None:
             )
             assert missing.returncode == 1
             assert missing.stderr.strip() == "stctl topics split: topic default/nope not found"
+
+            # Another request holds the topic (no controller answers it now): refused at once.
+            controller.kill()
+            await store.patch(
+                ScalableTopic.KIND,
+                "default",
+                "orders",
+                {"metadata": {"annotations": request_annotations(ChangeKind.SPLIT, (3,), "ops")}},
+            )
+            busy = await asyncio.to_thread(
+                stctl, "topics", "merge", "orders", "1", "3", "--url", broker.ws_url
+            )
+            assert busy.returncode == 1
+            assert busy.stderr.strip() == (
+                "stctl topics merge: an operation is in progress on topic default/orders: split "
+                "of segment 3 (requested by ops) is waiting for the topic's controller; ask "
+                "again when it is over"
+            )
     finally:
         controller.kill()
         broker.stop()

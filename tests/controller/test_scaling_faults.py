@@ -31,6 +31,7 @@ pytestmark = pytest.mark.slow
 TOPIC = "default/orders"
 BOUNDARIES = [
     "scale:planned",
+    "scale:subscriptions-recorded",
     "scale:child-created",
     "scale:children-created",
     "scale:parent-terminated",

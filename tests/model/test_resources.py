@@ -45,6 +45,65 @@ def test_invalid_specs_are_refused_naming_the_field(spec: dict[str, object], fie
     assert field in str(caught.value)
 
 
+@pytest.mark.parametrize(
+    ("auto_scale", "field", "message"),
+    [
+        (
+            {"minSegments": 9, "maxSegments": 8},
+            "spec.autoScale",
+            "minSegments must not exceed maxSegments (9 > 8)",
+        ),
+        (
+            {"splitThresholds": {"msgRateIn": 0}},
+            "spec.autoScale",
+            "splitThresholds.msgRateIn must be greater than 0, not 0",
+        ),
+        (
+            {"splitThresholds": {"byteRateOut": 100}, "mergeThresholds": {"byteRateOut": 100}},
+            "spec.autoScale",
+            "splitThresholds.byteRateOut must be greater than mergeThresholds.byteRateOut "
+            "(100 <= 100)",
+        ),
+        (
+            {"splitThresholds": {"msgRateOut": 50}, "mergeThresholds": {"msgRateOut": 80}},
+            "spec.autoScale",
+            "splitThresholds.msgRateOut must be greater than mergeThresholds.msgRateOut (50 <= 80)",
+        ),
+        ({"splitCooldownSeconds": -1}, "spec.autoScale.splitCooldownSeconds", "greater than"),
+        ({"mergeCooldownSeconds": -5}, "spec.autoScale.mergeCooldownSeconds", "greater than"),
+        ({"mergeThresholds": {"msgRateIn": -1}}, "spec.autoScale.mergeThresholds.msgRateIn", ""),
+        ({"minSegments": 0}, "spec.autoScale.minSegments", "greater than or equal to 1"),
+    ],
+)
+def test_an_invalid_autoscale_policy_is_refused_naming_the_field(
+    auto_scale: dict[str, object], field: str, message: str
+) -> None:
+    with pytest.raises(ValidationError) as caught:
+        ScalableTopic.model_validate({"metadata": {"name": "t"}, "spec": {"autoScale": auto_scale}})
+    [error] = caught.value.errors()
+    assert ".".join(str(part) for part in error["loc"]) == field
+    assert message in str(caught.value)
+
+
+def test_a_consistent_autoscale_policy_is_accepted() -> None:
+    topic = ScalableTopic.model_validate(
+        {
+            "metadata": {"name": "t"},
+            "spec": {
+                "autoScale": {
+                    "minSegments": 2,
+                    "maxSegments": 2,
+                    "splitCooldownSeconds": 0,
+                    "splitThresholds": {"msgRateIn": 1000, "byteRateIn": 0.5},
+                    # 0 never merges on that rate; a rate without a split threshold is free.
+                    "mergeThresholds": {"msgRateIn": 0, "byteRateIn": 0.25, "msgRateOut": 9},
+                }
+            },
+        }
+    )
+    assert topic.spec.auto_scale is not None and topic.spec.auto_scale.max_segments == 2
+
+
 def test_segment_resource_round_trips() -> None:
     segment = Segment.model_validate(
         {

@@ -1,6 +1,18 @@
 """Asking for a split or merge, and waiting for the answer: what ``stctl topics split/merge``
 does. The request is the same annotation a kubectl user writes (model/scale_request.py), tagged
-with a token so that the outcome in ``status.lastOperation`` can be told apart from others'."""
+with a token so that the outcome in ``status.lastOperation`` can be told apart from others'.
+
+1. Check: the topic's operation slot must be free (else :class:`OperationInProgress`, naming
+   the running operation or the request no controller has answered yet) and the request
+   possible on the live layout (else the LayoutError that says why). Nothing is written.
+2. Ask: write the request with a compare-and-swap on the version checked. When the topic moved
+   in between (another request, a status write), check again from 1: of two concurrent
+   requests one is written and the other refused, never one overwriting the other.
+3. Wait: follow every version of the topic from that write (a store watch, so an answer that a
+   later operation replaced at once is still seen) until ``lastOperation`` carries this
+   request's token. The request leaving the topic unanswered (removed or replaced by hand, the
+   topic deleted) ends the wait with :class:`RequestAbandoned`.
+"""
 
 from __future__ import annotations
 
@@ -15,11 +27,12 @@ from ..model.scale_request import (
     MERGE_ANNOTATION,
     REQUESTER_ANNOTATION,
     SPLIT_ANNOTATION,
+    Occupant,
     ScaleRequest,
+    occupying,
+    request_annotations,
 )
-from ..store import Store
-
-_POLL_SECONDS = 0.02
+from ..store import Conflict, EventType, Expired, Store
 
 
 class RequestTimedOut(Exception):
@@ -33,6 +46,21 @@ class NoLayoutYet(LayoutError):
         super().__init__(f"topic {namespace}/{name} has no segments yet: is a controller running?")
 
 
+class OperationInProgress(Exception):
+    """The topic's operation slot is taken; nothing was written. ``occupant`` says by what."""
+
+    def __init__(self, namespace: str, name: str, occupant: Occupant) -> None:
+        super().__init__(
+            f"an operation is in progress on topic {namespace}/{name}: {occupant.describe()}; "
+            "ask again when it is over"
+        )
+        self.occupant = occupant
+
+
+class RequestAbandoned(Exception):
+    """The request left the topic, or will never run, without an answer to its requester."""
+
+
 async def request_scaling(
     store: Store,
     namespace: str,
@@ -41,41 +69,114 @@ async def request_scaling(
     segment_ids: tuple[int, ...],
     wait_seconds: float,
 ) -> LastOperation:
-    """Check the request against the live layout (raising the LayoutError that names why it is
-    impossible, with nothing written), ask for it, and wait for its outcome."""
-    topic = ScalableTopic.model_validate(await store.get(ScalableTopic.KIND, namespace, name))
-    if not topic.status.segments:
-        raise NoLayoutYet(namespace, name)
-    annotation = SPLIT_ANNOTATION if kind is ChangeKind.SPLIT else MERGE_ANNOTATION
-    ScaleRequest(kind, segment_ids, annotation).plan(
-        SegmentLayout.from_status(topic.status.to_wire())
-    )
+    """Check the request (raising OperationInProgress, or the LayoutError naming why it is
+    impossible, with nothing written), ask for it, and wait for its own outcome."""
     token = f"stctl@{socket.gethostname()}/{secrets.token_hex(6)}"
-    await store.patch(
-        ScalableTopic.KIND,
-        namespace,
-        name,
-        {
-            "metadata": {
-                "annotations": {
-                    annotation: ",".join(str(i) for i in segment_ids),
-                    REQUESTER_ANNOTATION: token,
-                }
-            }
-        },
-    )
+    asked = await _ask(store, namespace, name, kind, segment_ids, token)
     try:
         async with asyncio.timeout(wait_seconds):
-            while True:
-                topic = ScalableTopic.model_validate(
-                    await store.get(ScalableTopic.KIND, namespace, name)
-                )
-                last = topic.status.last_operation
-                if last is not None and last.requested_by == token:
-                    return last
-                await asyncio.sleep(_POLL_SECONDS)
+            return await _outcome(store, asked, token)
     except TimeoutError:
+        annotation = SPLIT_ANNOTATION if kind is ChangeKind.SPLIT else MERGE_ANNOTATION
         raise RequestTimedOut(
             f"no controller answered within {wait_seconds:g} s; the request stays on the topic "
             f"({annotation}) and runs when a controller leads it: is one running?"
         ) from None
+
+
+async def _ask(
+    store: Store,
+    namespace: str,
+    name: str,
+    kind: ChangeKind,
+    segment_ids: tuple[int, ...],
+    token: str,
+) -> ScalableTopic:
+    """Write the request into the free slot; the topic as written."""
+    annotation = SPLIT_ANNOTATION if kind is ChangeKind.SPLIT else MERGE_ANNOTATION
+    patch = {"metadata": {"annotations": request_annotations(kind, segment_ids, token)}}
+    while True:
+        topic = ScalableTopic.model_validate(await store.get(ScalableTopic.KIND, namespace, name))
+        if topic.metadata.deletion_timestamp is not None:
+            raise RequestAbandoned(f"topic {namespace}/{name} is being deleted")
+        if not topic.status.segments:
+            raise NoLayoutYet(namespace, name)
+        status = topic.status
+        occupant = occupying(
+            topic.metadata.annotations, status.pending_operation, status.last_operation
+        )
+        if occupant is not None:
+            raise OperationInProgress(namespace, name, occupant)
+        ScaleRequest(kind, segment_ids, annotation).plan(
+            SegmentLayout.from_status(status.to_wire())
+        )
+        try:
+            written = await store.patch(
+                ScalableTopic.KIND,
+                namespace,
+                name,
+                patch,
+                resource_version=topic.metadata.resource_version,
+            )
+        except Conflict:
+            continue  # it moved since the check: check again
+        return ScalableTopic.model_validate(written)
+
+
+async def _outcome(store: Store, asked: ScalableTopic, token: str) -> LastOperation:
+    """Follow the topic from the version that asked until the request is answered."""
+    namespace, name = asked.metadata.namespace or "default", asked.metadata.name
+    version = asked.metadata.resource_version
+    while True:
+        try:
+            async with store.watch(
+                ScalableTopic.KIND, namespace=namespace, resource_version=version
+            ) as events:
+                async for event in events:
+                    if event.object["metadata"]["name"] != name:
+                        continue
+                    if event.type is EventType.DELETED:
+                        raise RequestAbandoned(
+                            f"topic {namespace}/{name} was deleted before a controller "
+                            "answered the request"
+                        )
+                    answer = _answer(ScalableTopic.model_validate(event.object), token)
+                    if answer is not None:
+                        return answer
+                    version = event.resource_version
+        except Expired:
+            # The history since ``version`` is gone: go on from the topic as it is now.
+            topic = ScalableTopic.model_validate(
+                await store.get(ScalableTopic.KIND, namespace, name)
+            )
+            try:
+                answer = _answer(topic, token)
+            except RequestAbandoned as abandoned:
+                raise RequestAbandoned(
+                    f"{abandoned}, or a later operation's answer replaced this one's before "
+                    "it could be read"
+                ) from None
+            if answer is not None:
+                return answer
+            version = topic.metadata.resource_version
+
+
+def _answer(topic: ScalableTopic, token: str) -> LastOperation | None:
+    """The request's outcome, None while it waits or runs; RequestAbandoned when it left the
+    topic unanswered (the leader answers before it removes a request)."""
+    last = topic.status.last_operation
+    if last is not None and last.requested_by == token:
+        return last
+    namespace, name = topic.metadata.namespace or "default", topic.metadata.name
+    if topic.metadata.deletion_timestamp is not None:
+        raise RequestAbandoned(
+            f"topic {namespace}/{name} is being deleted: the request will not run"
+        )
+    pending = topic.status.pending_operation
+    running = pending is not None and pending.requested_by == token
+    if not running and topic.metadata.annotations.get(REQUESTER_ANNOTATION) != token:
+        raise RequestAbandoned(
+            f"the request was removed from topic {namespace}/{name}, or replaced, before a "
+            "controller answered it (see the topic's lastOperation and Events)"
+        )
+    return None

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -42,7 +43,10 @@ def validation_message(error: ValidationError, what: str) -> str:
     """The first problem pydantic found, naming the field in its wire (camelCase) spelling."""
     first = error.errors()[0]
     field = ".".join(str(part) for part in first["loc"]) or "body"
-    return f"invalid {what}: {field}: {first['msg']}"
+    message = first["msg"]
+    if first["type"] == "value_error":  # a model's own check: its message, without the prefix
+        message = str(first.get("ctx", {}).get("error", message))
+    return f"invalid {what}: {field}: {message}"
 
 
 def topic_manifest(
@@ -52,6 +56,7 @@ def topic_manifest(
     subscriptions: Sequence[tuple[str, str]] = (),
     properties: Mapping[str, str] | None = None,
     retention: Mapping[str, int] | None = None,
+    auto_scale: Mapping[str, Any] | None = None,
 ) -> ScalableTopic:
     """The ScalableTopic to create, validated by the resource model."""
     check_names(namespace, name)
@@ -62,6 +67,8 @@ def topic_manifest(
     }
     if retention is not None:
         spec["retention"] = dict(retention)
+    if auto_scale is not None:
+        spec["autoScale"] = dict(auto_scale)
     names = [n for n, _ in subscriptions]
     duplicates = sorted({n for n in names if names.count(n) > 1})
     if duplicates:

@@ -21,6 +21,7 @@ from .config import BrokerConfig
 from .controller_links import ControllerLinks
 from .drain_markers import DrainMarkers
 from .metrics import metrics_handler
+from .orphan_storage import reclaim_until_done, store_knows_broker
 from .registration import Registration
 from .registry import SegmentRegistry
 from .session import Session
@@ -82,13 +83,26 @@ def build_app(
         controller_links = ControllerLinks(cached, config)
         await controller_links.start()
         app[CONTROLLER_LINKS_KEY] = controller_links
+        known = await store_knows_broker(
+            backend, config.system_namespace, config.identity, len(list(registry))
+        )
         registration = Registration(backend, config, lambda: _load(registry))
         await registration.start()
+        # Storage of segments deleted while this broker was away.
+        reclaiming = (
+            asyncio.get_running_loop().create_task(
+                reclaim_until_done(backend, registry), name="reclaim orphaned storage"
+            )
+            if known
+            else None
+        )
         retention = asyncio.get_running_loop().create_task(_retention_loop(registry, config))
         log.info("broker %s serving %s", config.identity, config.url)
         try:
             yield
         finally:
+            if reclaiming is not None:
+                await cancel_and_wait(reclaiming)
             await topic_watches.stop()
             await controller_links.stop()
             await registration.stop()

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 
 from ..model.hash_range import HashRange
 from ..model.resources import NAME_PATTERN
@@ -146,6 +146,16 @@ class SegmentRegistry:
         async with self._lock:
             self._segments.pop(segment.key, None)
         await segment.delete()
+
+    async def delete_if(self, segment: HostedSegment, still: Callable[[], Awaitable[bool]]) -> bool:
+        """Delete the segment when ``still()`` says so, asked while no segment can be created
+        (a creation of the same segment waits, and then makes it afresh); True when deleted."""
+        async with self._lock:
+            if self._segments.get(segment.key) is not segment or not await still():
+                return False
+            del self._segments[segment.key]
+            await segment.delete()
+        return True
 
     async def close(self) -> None:
         for segment in list(self._segments.values()):

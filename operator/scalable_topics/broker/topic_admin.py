@@ -7,8 +7,9 @@ Every broker serves it from the store it already reads, so any broker will do:
 segments' stats from their brokers. docs/admin-api.md lists the routes and answers.
 
 The ``admin_errors`` middleware of the segment admin API checks the token on these routes too.
-Refusals are ``{"code": ..., "message": ...}`` with the wire protocol's error codes, plus two
-codes that only this API answers with: ``AlreadyExists`` (409) and ``Timeout`` (504).
+Refusals are ``{"code": ..., "message": ...}`` with the wire protocol's error codes, plus three
+codes that only this API answers with: ``AlreadyExists`` (409), ``OperationInProgress`` (409,
+with the ``operation`` that holds the topic) and ``Timeout`` (504).
 """
 
 from __future__ import annotations
@@ -24,7 +25,12 @@ from pydantic.alias_generators import to_camel
 
 from ..admin.broker_admin import BrokerAdmin
 from ..admin.errors import SubscriptionExists, SubscriptionNotFound
-from ..admin.scale_requests import RequestTimedOut, request_scaling
+from ..admin.scale_requests import (
+    OperationInProgress,
+    RequestAbandoned,
+    RequestTimedOut,
+    request_scaling,
+)
 from ..admin.stats_gather import gather_topic_stats
 from ..admin.topic_subscriptions import add_subscription, list_subscriptions, remove_subscription
 from ..admin.topic_views import summarize
@@ -47,6 +53,7 @@ STORE_KEY: web.AppKey[Store] = web.AppKey("topic_admin_store")
 _BROKERS_KEY = web.AppKey("topic_admin_brokers", BrokerAdmin)
 ALREADY_EXISTS = "AlreadyExists"  # not a wire ErrorCode: only this API creates things
 TIMEOUT = "Timeout"
+OPERATION_IN_PROGRESS = "OperationInProgress"
 _MAX_WAIT_SECONDS = 600.0
 
 
@@ -67,6 +74,7 @@ class CreateTopic(_Body):
     subscriptions: list[SubscriptionBody] = Field(default_factory=list)
     properties: dict[str, str] = Field(default_factory=dict)
     retention: dict[str, int] | None = None
+    auto_scale: dict[str, Any] | None = None  # validated as spec.autoScale
 
 
 class CreateSubscription(_Body):
@@ -154,6 +162,7 @@ async def create_topic_handler(request: web.Request) -> web.Response:
         [(s.name, s.type) for s in body.subscriptions],
         body.properties,
         body.retention,
+        body.auto_scale,
     )
     await create_topic(store, manifest)
     description = await describe_topic(store, namespace, name)
@@ -193,7 +202,11 @@ async def _scale(
     store, namespace, name = _topic(request)
     try:
         last = await request_scaling(store, namespace, name, kind, segments, wait_seconds)
-    except LayoutError as error:
+    except OperationInProgress as busy:
+        raise _Refused(
+            409, OPERATION_IN_PROGRESS, str(busy), operation=busy.occupant.to_dict()
+        ) from None
+    except (LayoutError, RequestAbandoned) as error:
         raise _Refused(409, ErrorCode.INVALID_REQUEST.value, str(error)) from None
     except RequestTimedOut as error:
         raise _Refused(504, TIMEOUT, str(error)) from None

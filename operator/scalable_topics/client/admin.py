@@ -29,6 +29,7 @@ from .errors import (
     ConnectionFailed,
     InvalidRequest,
     NotFound,
+    OperationInProgress,
     ServerError,
     Timeout,
     Unauthorized,
@@ -76,10 +77,13 @@ def _refusal(status: int, payload: Any, fallback: str) -> ClientError:
     message = str(body.get("message") or fallback)
     try:
         code: ErrorCode | None = ErrorCode(code_text)
-    except ValueError:  # AlreadyExists and Timeout are this API's own codes
+    except ValueError:  # AlreadyExists, OperationInProgress and Timeout are this API's own
         code = None
     if code_text == "AlreadyExists":
         return AlreadyExists(message)
+    if code_text == "OperationInProgress":
+        operation = body.get("operation")
+        return OperationInProgress(message, operation if isinstance(operation, dict) else None)
     if status == 409:
         return InvalidRequest(message, code)
     kind = _BY_STATUS.get(status, ServerError if status >= 500 else InvalidRequest)
@@ -127,9 +131,12 @@ class Admin:
         subscriptions: Iterable[tuple[str, str] | str] = (),
         properties: Mapping[str, str] | None = None,
         retention: Mapping[str, int] | None = None,
+        auto_scale: Mapping[str, Any] | None = None,
     ) -> TopicDescription:
         """Create it; ``subscriptions`` are names (Queue) or (name, type) pairs, ``retention``
-        has ``maxSizeBytes`` and/or ``maxAgeSeconds``. AlreadyExists when the name is taken."""
+        has ``maxSizeBytes`` and/or ``maxAgeSeconds``, ``auto_scale`` is ``spec.autoScale``
+        (camelCase keys). AlreadyExists when the name is taken; InvalidRequest naming the
+        field for an invalid one."""
         declared = [
             {"name": s, "type": "Queue"} if isinstance(s, str) else {"name": s[0], "type": s[1]}
             for s in subscriptions
@@ -141,6 +148,8 @@ class Admin:
         }
         if retention is not None:
             body["retention"] = dict(retention)
+        if auto_scale is not None:
+            body["autoScale"] = dict(auto_scale)
         return cast(TopicDescription, await self._call("PUT", topic_path(topic), body))
 
     async def list_topics(self, namespace: str | None = None) -> list[TopicSummary]:
@@ -174,8 +183,9 @@ class Admin:
     # -- scaling and stats ----------------------------------------------------------------------
 
     async def split(self, topic: str, segment_id: int, wait_seconds: float = 60) -> Operation:
-        """Split an active segment and wait for the controller: InvalidRequest when refused,
-        Timeout when no controller answered in time (the request stays on the topic)."""
+        """Split an active segment and wait for the controller: OperationInProgress when
+        another split or merge holds the topic, InvalidRequest when refused, Timeout when no
+        controller answered in time (the request stays on the topic)."""
         body = {"segment": segment_id, "timeoutSeconds": wait_seconds}
         answer = await self._call(
             "POST", topic_path(topic) + "/split", body, wait_seconds + _SCALING_SLACK_SECONDS

@@ -51,6 +51,16 @@ class InvalidRequest(ClientError):
     """The request is well formed but makes no sense here; the message says why."""
 
 
+class OperationInProgress(ClientError):
+    """A split or merge was refused because another one holds the topic (running, or asked
+    for and not answered yet); nothing was written. ``operation`` describes that one (kind,
+    segmentIds, requestedBy, state). Ask again when it is over."""
+
+    def __init__(self, message: str, operation: dict[str, object] | None = None) -> None:
+        super().__init__(message)
+        self.operation = operation or {}
+
+
 class ProducerFenced(ClientError):
     """Another producer took exclusive access over this one: it is closed for good, and none
     of the messages the brokers refused are in any log."""

@@ -43,6 +43,7 @@ def _run_controller(args: argparse.Namespace) -> int:
             consumer_grace_period=args.consumer_grace_period,
             shards=args.shards,
             concurrent_passes=args.concurrent_passes,
+            broker_delete_timeout=args.broker_delete_timeout,
         )
         store = open_store(args.store)
     except ValueError as error:
@@ -114,6 +115,13 @@ def add_controller(commands: argparse._SubParsersAction[argparse.ArgumentParser]
         type=float,
         default=30.0,
         help="seconds a disconnected stream/checkpoint consumer keeps its segments (default 30)",
+    )
+    controller.add_argument(
+        "--broker-delete-timeout",
+        type=float,
+        default=10.0,
+        help="seconds deleting a topic waits for a broker before leaving it its storage of "
+        "the topic, which the broker removes when it registers again (default 10)",
     )
     controller.add_argument(
         "--system-namespace", default="scalable-topics", help="where brokers register"

@@ -6,7 +6,8 @@ bump the epoch under it. Each pruned segment costs three steps, in this order:
 
 1. **The layout**, one compare-and-swap that removes the segment (epoch + 1). From then on no
    DAG watcher, producer or consumer is told about it, and a concurrent writer's CAS fails.
-2. **Its storage**, deleted on its broker (already gone counts as done).
+2. **Its storage**, deleted on its broker (already gone counts as done); the object's state is
+   ``Deleting`` from just before.
 3. **Its Segment object**, with the status it carries (drained markers, ``load``): it is the
    only record of where the storage lives, so it goes after the storage.
 
@@ -42,6 +43,7 @@ from ..store import NotFound, Store
 from ..store.informers import Informers
 from .events import EventRecorder
 from .gc_policy import Verdict, decide, frontier, newer_bytes
+from .segment_objects import mark_deleting
 
 log = logging.getLogger(__name__)
 
@@ -204,6 +206,7 @@ class SegmentCollector:
         when its broker cannot do it now, leaving the object for the next pass."""
         namespace = segment.metadata.namespace or "default"
         if segment.status.broker is not None:
+            await mark_deleting(self._store, segment)
             descriptor = segment.metadata.name.removeprefix(f"{segment.spec.topic}-")
             try:
                 await self._admin.delete_segment(

@@ -13,18 +13,27 @@ Earliest. When every active segment is served, the topic is Ready; the pass then
 segments' subscriptions in line with the spec (subscriptions.py) and, when that is done,
 garbage-collects drained sealed segments (gc.py).
 
-Deletion: the finalizer holds the topic while every segment's storage and Segment object is
-removed; storage or objects already gone count as done, so a retried delete never gets stuck.
+Deletion: the finalizer holds the topic (phase Deleting) while every segment's storage and
+Segment object is removed (the object in state Deleting meanwhile); storage or objects already
+gone count as done, so a retried delete never gets stuck.
+Deleting storage is best effort per broker: a broker that does not answer within
+``broker_delete_timeout`` (``BROKER_DELETE_TIMEOUT`` seconds unless configured; refused
+connections fail at once) is given up for the pass and does not hold the deletion. Its
+storage of the topic is removed by the broker itself when it registers again
+(broker/orphan_storage.py), since the Segment objects are gone by then.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
+from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..admin.broker_admin import BrokerAdmin
+from ..admin.broker_admin import BrokerAdmin, BrokerUnreachable
 from ..model.clock import Clock
 from ..model.conditions import Condition, set_condition
 from ..model.layout import SegmentLayout
@@ -43,12 +52,15 @@ from ..store.informers import Informers
 from .brokers import registered_brokers
 from .events import EventRecorder
 from .gc import SegmentCollector
-from .segment_objects import ensure_segment_object
+from .segment_objects import ensure_segment_object, mark_deleting
 from .subscriptions import SubscriptionSync
 
 log = logging.getLogger(__name__)
 
 READY = "Ready"
+# How long deleting a topic waits for one broker's answer before leaving that broker's storage
+# of the topic to the broker (it removes it when it registers again).
+BROKER_DELETE_TIMEOUT = 10.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +79,7 @@ class TopicLifecycle:
         clock: Clock,
         leader: LeaderIdentity,
         system_namespace: str,
+        broker_delete_timeout: float = BROKER_DELETE_TIMEOUT,
     ) -> None:
         self._store = store
         self._informers = informers
@@ -74,6 +87,7 @@ class TopicLifecycle:
         self._clock = clock
         self._leader = leader
         self._system_namespace = system_namespace
+        self._broker_delete_timeout = broker_delete_timeout
         self.events = EventRecorder(store, clock, leader.identity)
         self._subscriptions = SubscriptionSync(store, informers, admin, clock, self.events)
         self._gc = SegmentCollector(store, informers, admin, clock, self.events)
@@ -85,8 +99,7 @@ class TopicLifecycle:
         if raw is None:
             return True
         if raw["metadata"].get("deletionTimestamp"):
-            # Deletion needs only the metadata: a topic whose spec is invalid still goes.
-            return await self._finalize(ObjectMeta.model_validate(raw["metadata"]))
+            return await self._finalize(raw)
         topic = ScalableTopic.model_validate(raw)
         if FINALIZER not in topic.metadata.finalizers:
             raw = await self._store.patch(
@@ -259,18 +272,19 @@ class TopicLifecycle:
 
     # -- deletion -------------------------------------------------------------------------------
 
-    async def _finalize(self, metadata: ObjectMeta) -> bool:
-        """Remove every segment, then the finalizer; True when the topic is gone."""
+    async def _finalize(self, raw: dict[str, Any]) -> bool:
+        """Remove every segment, then the finalizer; True when the topic is gone. The phase
+        is Deleting meanwhile, and each segment's state while its storage is removed. Only
+        the metadata is read: a topic whose spec is invalid still goes."""
+        metadata = ObjectMeta.model_validate(raw["metadata"])
         namespace, name = metadata.namespace or "default", metadata.name
-        for item in self._informers.segments_of(namespace, name):
-            segment = Segment.model_validate(item)
-            if segment.status.broker is not None:
-                descriptor = segment.metadata.name.removeprefix(f"{name}-")
-                gone = not await self._admin.delete_segment(
-                    segment.status.broker, namespace, name, descriptor
-                )
-                if gone:
-                    log.info("segment %s of %s/%s was already gone", descriptor, namespace, name)
+        if (raw.get("status") or {}).get("phase") != TopicPhase.DELETING.value:
+            metadata = await self._write_deleting(raw)
+        segments = [
+            Segment.model_validate(item) for item in self._informers.segments_of(namespace, name)
+        ]
+        await self._delete_storage(namespace, name, segments)
+        for segment in segments:
             with contextlib.suppress(NotFound):
                 await self._store.delete(Segment.KIND, namespace, segment.metadata.name)
         finalizers = [f for f in metadata.finalizers if f != FINALIZER]
@@ -287,6 +301,79 @@ class TopicLifecycle:
         except Conflict:
             return False  # changed under us: the next pass reads it again
         return True
+
+    async def _write_deleting(self, raw: dict[str, Any]) -> ObjectMeta:
+        """Phase Deleting and its Ready condition, patched onto the status as stored (its
+        spec may not parse); the topic's metadata as written."""
+        status = raw.get("status") or {}
+        try:
+            conditions = [Condition.model_validate(c) for c in status.get("conditions") or ()]
+        except ValueError:
+            conditions = []
+        condition = Condition(
+            type=READY,
+            status="False",
+            reason="Deleting",
+            message=f"deleting {len(status.get('segments') or ())} segment(s), then the topic",
+            last_transition_time=self._clock.now(),
+            observed_generation=raw["metadata"].get("generation"),
+        )
+        written = await self._store.patch_status(
+            ScalableTopic.KIND,
+            raw["metadata"].get("namespace") or "default",
+            raw["metadata"]["name"],
+            {
+                "status": {
+                    "phase": TopicPhase.DELETING.value,
+                    "conditions": [
+                        c.model_dump(mode="json", by_alias=True, exclude_none=True)
+                        for c in set_condition(conditions, condition)
+                    ],
+                }
+            },
+            resource_version=raw["metadata"].get("resourceVersion"),
+        )
+        return ObjectMeta.model_validate(written["metadata"])
+
+    async def _delete_storage(self, namespace: str, name: str, segments: Sequence[Segment]) -> None:
+        """Delete the segments' storage, brokers side by side, each broker's one after the
+        other. A broker that does not answer in time is given up: its remaining segments are
+        left to it (it removes storage without a Segment object when it registers)."""
+        by_broker: defaultdict[str, list[Segment]] = defaultdict(list)
+        for segment in segments:
+            if segment.status.broker is not None:
+                by_broker[segment.status.broker].append(segment)
+
+        async def on(broker: str, hosted: list[Segment]) -> None:
+            for segment in hosted:
+                descriptor = segment.metadata.name.removeprefix(f"{name}-")
+                await mark_deleting(self._store, segment)
+                try:
+                    async with asyncio.timeout(self._broker_delete_timeout):
+                        gone = not await self._admin.delete_segment(
+                            broker, namespace, name, descriptor
+                        )
+                except (BrokerUnreachable, TimeoutError) as error:
+                    log.warning(
+                        "deleting %s/%s: broker %s did not answer (%s); leaving its storage of "
+                        "%d segment(s) for it to remove when it registers again",
+                        namespace,
+                        name,
+                        broker,
+                        error or f"no answer within {self._broker_delete_timeout:g} s",
+                        len(hosted) - hosted.index(segment),
+                    )
+                    return
+                if gone:
+                    log.info("segment %s of %s/%s was already gone", descriptor, namespace, name)
+
+        # Every broker's deletions end before a failure (an error answer: retried) is raised.
+        outcomes = await asyncio.gather(
+            *(on(broker, hosted) for broker, hosted in by_broker.items()), return_exceptions=True
+        )
+        for outcome in outcomes:
+            if isinstance(outcome, BaseException):
+                raise outcome
 
 
 @dataclass(slots=True)

@@ -28,6 +28,7 @@ from .consumers import ConsumerCoordinators
 from .endpoint import serving_endpoint
 from .leader import ElectionTiming
 from .led_topics import DEFAULT_GRACE_PERIOD
+from .lifecycle import BROKER_DELETE_TIMEOUT
 from .metrics import ControllerMetrics
 from .ownership import ShardOwnership, shard_index
 from .producer_grants import ProducerGrantCoordinators
@@ -55,6 +56,8 @@ class ControllerConfig:
     # Every replica must use the same count (see docs/architecture.md before changing it).
     shards: int = DEFAULT_SHARD_COUNT
     concurrent_passes: int = DEFAULT_CONCURRENT_PASSES
+    # How long deleting a topic waits for a broker before leaving it its storage of the topic.
+    broker_delete_timeout: float = BROKER_DELETE_TIMEOUT
 
     def __post_init__(self) -> None:
         if not self.consumer_grace_period > 0:
@@ -63,8 +66,10 @@ class ControllerConfig:
             )
         validate_shard_count(self.shards)
         if self.concurrent_passes < 1:
+            raise ValueError(f"concurrent passes must be at least 1, not {self.concurrent_passes}")
+        if not self.broker_delete_timeout > 0:
             raise ValueError(
-                f"concurrent passes must be at least 1, not {self.concurrent_passes}"
+                f"the broker delete timeout must be positive, not {self.broker_delete_timeout}s"
             )
 
 
@@ -118,6 +123,7 @@ class ControllerManager:
                     grants,
                     asyncio.Semaphore(config.concurrent_passes),
                     self.metrics,
+                    config.broker_delete_timeout,
                 )
                 supervisor = self._supervisor = TopicSupervisor(self._run_topic)
                 ownership = self.ownership = ShardOwnership(
@@ -180,7 +186,13 @@ class ControllerManager:
         count = self._config.shards
         self._shard_terms[shard] = term
         topics = self._context.informers.topics.by_index(shard_index(count), shard)
-        log.info("%s leads shard %d (term %d): %d topics", self._config.identity, shard, term, len(topics))
+        log.info(
+            "%s leads shard %d (term %d): %d topics",
+            self._config.identity,
+            shard,
+            term,
+            len(topics),
+        )
         for topic in topics:
             metadata = topic["metadata"]
             self._supervisor.lead((metadata["namespace"], metadata["name"]), term)

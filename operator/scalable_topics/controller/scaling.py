@@ -5,9 +5,11 @@ impossible one is refused with the reason and changes nothing. A possible one is
 first, as ``status.pendingOperation`` (kind, base epoch, parents, the reserved child ids and
 ranges, step), and then carried out step by step:
 
-1. ``Planned``: discover the parents' subscriptions (their union for a merge), create each
-   child's Segment object, place it and create its storage with those subscriptions at
-   Earliest. Then record ``ChildrenCreated``.
+1. ``Planned``: discover the parents' subscriptions (their union for a merge) and record them
+   in the intent, once: a leader that takes over creates the remaining children with exactly
+   that list, never one read later (a subscription made on a parent meanwhile would give the
+   children different ones). Then create each child's Segment object, place it and create
+   its storage with those subscriptions at Earliest, and record ``ChildrenCreated``.
 2. ``ChildrenCreated``: terminate the parents, one after the other; then one compare-and-swap
    writes the new layout and clears the intent. Clients see the children only now, when their
    cursors exist and the parents are sealed. The Segment objects' states (parents Terminated,
@@ -47,6 +49,7 @@ from ..model.resources import (
     segment_object_name,
 )
 from ..model.scale_request import (
+    REQUEST_ANNOTATIONS,
     REQUESTER_ANNOTATION,
     InvalidScaleRequest,
     ScaleRequest,
@@ -58,7 +61,7 @@ from ..store.informers import Informers
 from .events import EventRecorder
 from .failpoints import failpoint
 from .lifecycle import Placements, TopicLifecycle
-from .segment_objects import ensure_segment_object
+from .segment_objects import ensure_segment_object, mark_deleting
 
 log = logging.getLogger(__name__)
 
@@ -103,7 +106,8 @@ class TopicScaler:
             try:
                 request = read_scale_request(topic.metadata.annotations)
             except InvalidScaleRequest as error:
-                await self._refuse(topic, error.kind, (), None, str(error))
+                requester = topic.metadata.annotations.get(REQUESTER_ANNOTATION)
+                await self._refuse(topic, error.kind, (), requester, str(error))
                 await self._forget_request(topic, error.annotation)
                 continue
             if request is None:
@@ -113,8 +117,7 @@ class TopicScaler:
     # -- requests -------------------------------------------------------------------------------
 
     async def _take(self, topic: ScalableTopic, request: ScaleRequest) -> None:
-        last = topic.status.last_operation
-        if last is not None and request.answered_by(last.kind, last.parent_ids, last.requested_by):
+        if request.answered(topic.status.last_operation):
             # Answered already (it is removed only after the operation is over).
             await self._forget_request(topic, request.annotation)
             return
@@ -177,22 +180,20 @@ class TopicScaler:
         await self._events.record(topic, "Warning", "ScalingRejected", why)
 
     async def _forget_request(self, topic: ScalableTopic, annotation: str) -> None:
-        """Remove the answered request's annotations, each only while it still holds the
-        answered value: the requester of the next request may already be written (the admin
-        API asks again as soon as it sees the answer), and removing it would leave that
-        request answered to nobody. A compare-and-swap, again on conflict."""
+        """Remove the answered request (its annotation and requester) only while the topic
+        still holds exactly that request: the admin API writes the next request, replacing
+        this one, as soon as it sees the answer, and removing any part of that one would
+        leave it answered to nobody. A compare-and-swap, again on conflict."""
         namespace, name = topic.metadata.namespace or "default", topic.metadata.name
-        answered = {
-            key: topic.metadata.annotations.get(key) for key in (annotation, REQUESTER_ANNOTATION)
-        }
+        answered = _request_annotations(topic)
         while True:
             current = await self._read(namespace, name)
-            if current is None:
+            if current is None or _request_annotations(current) != answered:
                 return
             removal = {
                 key: None
-                for key, value in answered.items()
-                if value is not None and current.metadata.annotations.get(key) == value
+                for key in (annotation, REQUESTER_ANNOTATION)
+                if key in current.metadata.annotations
             }
             if not removal:
                 return
@@ -219,7 +220,7 @@ class TopicScaler:
         try:
             layout.validate(change)  # a LayoutError: it no longer fits the layout
             if pending.step is OperationStep.PLANNED:
-                await self._create_children(topic, change)
+                topic = await self._create_children(topic, change)
                 topic = await self._record_step(topic, OperationStep.CHILDREN_CREATED)
                 failpoint("scale:children-created")
             terminated = await self._terminate_parents(topic, change)
@@ -232,8 +233,21 @@ class TopicScaler:
         await self._commit(topic, change, layout)
         await self._record_segment_states(topic, change, terminated)
 
-    async def _create_children(self, topic: ScalableTopic, change: LayoutChange) -> None:
-        subscriptions = await self._parent_subscriptions(topic, change.parent_ids)
+    async def _create_children(self, topic: ScalableTopic, change: LayoutChange) -> ScalableTopic:
+        """Create the children with the subscriptions the operation recorded (recorded first
+        when it has none yet); the topic as last written."""
+        pending = topic.status.pending_operation
+        assert pending is not None
+        # Read every time: it also finds a parent that can no longer be split or merged
+        # (OperationCannotProceed) while rolling back is still safe.
+        found = await self._parent_subscriptions(topic, change.parent_ids)
+        subscriptions = pending.subscriptions
+        if subscriptions is None:
+            subscriptions = found
+            topic = await self._write_status(
+                topic, pending_operation=pending.model_copy(update={"subscriptions": found})
+            )
+            failpoint("scale:subscriptions-recorded")
         placements = Placements()
 
         async def create(child: PlannedChild) -> None:
@@ -251,6 +265,7 @@ class TopicScaler:
 
         # The children are independent: made side by side, placed as one pass would place them.
         await asyncio.gather(*(create(child) for child in change.children))
+        return topic
 
     async def _parent_subscriptions(
         self, topic: ScalableTopic, parent_ids: Sequence[int]
@@ -361,6 +376,7 @@ class TopicScaler:
                 continue
             segment = Segment.model_validate(raw)
             if segment.status.broker is not None:
+                await mark_deleting(self._store, segment)
                 await self._admin.delete_segment(
                     segment.status.broker, namespace, name, _descriptor(segment)
                 )
@@ -433,6 +449,10 @@ class TopicScaler:
             last_transition_time=self._clock.now(),
             observed_generation=topic.metadata.generation,
         )
+
+
+def _request_annotations(topic: ScalableTopic) -> dict[str, str | None]:
+    return {key: topic.metadata.annotations.get(key) for key in REQUEST_ANNOTATIONS}
 
 
 def _descriptor(segment: Segment) -> str:

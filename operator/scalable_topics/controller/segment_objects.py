@@ -2,17 +2,26 @@
 
 A segment's object is created before its storage, so that whatever storage exists is always
 findable (deletion lists objects by label) and a child's broker finds its parents' objects.
+It is removed after its storage, in state ``Deleting`` meanwhile (:func:`mark_deleting`).
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from typing import Any
 
 from ..model.hash_range import HashRange
-from ..model.resources import API_VERSION, TOPIC_LABEL, ScalableTopic, Segment, segment_object_name
+from ..model.resources import (
+    API_VERSION,
+    TOPIC_LABEL,
+    ScalableTopic,
+    Segment,
+    SegmentPhase,
+    segment_object_name,
+)
 from ..model.segment import descriptor
-from ..store import AlreadyExists, Store
+from ..store import AlreadyExists, NotFound, Store
 from ..store.informers import Informers
 
 
@@ -71,3 +80,17 @@ async def ensure_segment_object(
         return await store.create(manifest)
     except AlreadyExists:  # the cache is behind: the store has it
         return await store.get(Segment.KIND, namespace, name)
+
+
+async def mark_deleting(store: Store, segment: Segment) -> None:
+    """Record that the segment's storage is being removed (garbage collection, topic deletion,
+    a rolled-back child): state ``Deleting`` until the object goes. An object gone is fine."""
+    if segment.status.state is SegmentPhase.DELETING:
+        return
+    with contextlib.suppress(NotFound):
+        await store.patch_status(
+            Segment.KIND,
+            segment.metadata.namespace or "default",
+            segment.metadata.name,
+            {"status": {"state": SegmentPhase.DELETING.value}},
+        )

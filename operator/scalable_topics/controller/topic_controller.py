@@ -31,7 +31,7 @@ from ..store.informers import BY_TOPIC, Informers
 from .consumers import ConsumerCoordinators
 from .events import EventRecorder
 from .failures import Failure, classify
-from .lifecycle import READY, LeaderIdentity, TopicLifecycle
+from .lifecycle import BROKER_DELETE_TIMEOUT, READY, LeaderIdentity, TopicLifecycle
 from .metrics import ControllerMetrics
 from .producer_grants import ProducerGrantCoordinators
 from .scaling import TopicScaler
@@ -62,6 +62,7 @@ class ControllerContext:
     grants: ProducerGrantCoordinators
     passes: asyncio.Semaphore  # bounds the passes running at once, over all topics
     metrics: ControllerMetrics
+    broker_delete_timeout: float = BROKER_DELETE_TIMEOUT
 
 
 class TopicController:
@@ -78,6 +79,7 @@ class TopicController:
             context.clock,
             leader,
             context.system_namespace,
+            context.broker_delete_timeout,
         )
         self._events: EventRecorder = self._lifecycle.events
         self._scaler = TopicScaler(

@@ -11,7 +11,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, ClassVar, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic.alias_generators import to_camel
 
 from .conditions import Condition
@@ -108,17 +108,55 @@ class RateThresholds(Wire):
     byte_rate_out: float | None = Field(default=None, ge=0, description="bytes per second out")
 
 
+# The rates a policy has thresholds for, as (Python, wire) names.
+_RATES: Final = (
+    ("msg_rate_in", "msgRateIn"),
+    ("msg_rate_out", "msgRateOut"),
+    ("byte_rate_in", "byteRateIn"),
+    ("byte_rate_out", "byteRateOut"),
+)
+
+
+def _autoscale_rules() -> dict[str, Any]:
+    """The policy's cross-field rules as CEL, for the CRD; ``AutoScaleSpec`` checks the same
+    ones with the same messages. A split threshold of 0 would make every rate infinitely
+    over it; one at or below its merge threshold would split and merge the same load."""
+    rules = [
+        {
+            "rule": "!has(self.minSegments) || !has(self.maxSegments) "
+            "|| self.minSegments <= self.maxSegments",
+            "message": "minSegments must not exceed maxSegments",
+            "fieldPath": ".minSegments",
+        }
+    ]
+    for _, rate in _RATES:
+        split, merge = f"self.splitThresholds.{rate}", f"self.mergeThresholds.{rate}"
+        rules.append(
+            {
+                "rule": f"!has(self.splitThresholds) || !has({split}) || double({split}) > 0.0",
+                "message": f"splitThresholds.{rate} must be greater than 0",
+                "fieldPath": f".splitThresholds.{rate}",
+            }
+        )
+        rules.append(
+            {
+                "rule": f"!has(self.splitThresholds) || !has(self.mergeThresholds) "
+                f"|| !has({split}) || !has({merge}) || double({split}) > double({merge})",
+                "message": f"splitThresholds.{rate} must be greater than mergeThresholds.{rate}",
+                "fieldPath": f".splitThresholds.{rate}",
+            }
+        )
+    return {"x-kubernetes-validations": rules}
+
+
+# Refused, naming the field: minSegments above maxSegments, a split threshold that is not
+# above 0, a split threshold not strictly above its merge threshold (a merge threshold of 0
+# means never merge on that rate), negative counts, depths and durations. The CRD carries the
+# same rules (OpenAPI minimums and the CEL above), so `kubectl apply` refuses them too.
 class AutoScaleSpec(Wire):
     """Per-topic overrides of the cluster's autoscale policy; unset fields keep the default."""
 
-    model_config = ConfigDict(
-        json_schema_extra=_validations(
-            (
-                "!has(self.minSegments) || !has(self.maxSegments) || self.minSegments <= self.maxSegments",
-                "minSegments must not exceed maxSegments",
-            )
-        )
-    )
+    model_config = ConfigDict(json_schema_extra=_autoscale_rules())
 
     enabled: bool | None = None
     min_segments: int | None = Field(default=None, ge=1)
@@ -129,6 +167,27 @@ class AutoScaleSpec(Wire):
     merge_window_seconds: int | None = Field(default=None, ge=0)
     split_thresholds: RateThresholds | None = None
     merge_thresholds: RateThresholds | None = None
+
+    @model_validator(mode="after")
+    def _consistent(self) -> AutoScaleSpec:
+        problems = []
+        low, high = self.min_segments, self.max_segments
+        if low is not None and high is not None and low > high:
+            problems.append(f"minSegments must not exceed maxSegments ({low} > {high})")
+        split = self.split_thresholds or RateThresholds()
+        merge = self.merge_thresholds or RateThresholds()
+        for field, rate in _RATES:
+            up, down = getattr(split, field), getattr(merge, field)
+            if up is not None and not up > 0:
+                problems.append(f"splitThresholds.{rate} must be greater than 0, not {up:g}")
+            if up is not None and down is not None and not up > down:
+                problems.append(
+                    f"splitThresholds.{rate} must be greater than mergeThresholds.{rate} "
+                    f"({up:g} <= {down:g})"
+                )
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
 
 
 class RetentionSpec(Wire):
@@ -186,7 +245,11 @@ class PendingOperation(Wire):
     base_epoch: int = Field(ge=0)
     parent_ids: list[int] = Field(min_length=1, max_length=2)
     children: list[PlannedChildEntry] = Field(min_length=1, max_length=2)
-    subscriptions: list[str] = Field(default_factory=list)
+    subscriptions: list[str] | None = Field(
+        default=None,
+        description="the parents' subscriptions, read once when the operation began; every "
+        "child is created with exactly these (unset until they are read)",
+    )
     step: OperationStep = OperationStep.PLANNED
     requested_by: str | None = None
     started_at: datetime | None = None

@@ -1,0 +1,168 @@
+"""A returning broker removes the storage of segments that no longer exist, and nothing else."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, cast
+
+import pytest
+
+from scalable_topics.broker.config import BrokerConfig
+from scalable_topics.broker.orphan_storage import reclaim_orphaned_storage, store_knows_broker
+from scalable_topics.broker.registration import Registration
+from scalable_topics.broker.registry import SegmentRegistry
+from scalable_topics.model.hash_range import HashRange
+from scalable_topics.model.layout import SegmentLayout
+from scalable_topics.model.resources import ScalableTopic, Segment, segment_object_name
+from scalable_topics.model.segment import descriptor
+from scalable_topics.store import EmbeddedStore, Store
+
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+class NoParents:
+    def parents_drained(
+        self, namespace: str, topic: str, parents: tuple[int, ...], subscription: str
+    ) -> bool:
+        return True
+
+    def mark_drained(self, namespace: str, topic: str, descriptor: str, subscription: str) -> None:
+        pass
+
+    def listen(self, callback: Callable[[], None]) -> Callable[[], None]:
+        return lambda: None
+
+
+@dataclass
+class Broker:
+    store: EmbeddedStore
+    registry: SegmentRegistry
+
+    async def host(self, topic: str, segment_id: int, start: int, end: int) -> str:
+        name = descriptor(segment_id, HashRange(start, end))
+        await self.registry.create("default", topic, name, (), [], 0)
+        return f"{topic}/{name}"
+
+    def hosted(self) -> set[str]:
+        return {f"{s.key.topic}/{s.meta.descriptor}" for s in self.registry}
+
+
+@pytest.fixture
+async def broker(tmp_path: Path) -> AsyncIterator[Broker]:
+    async with await EmbeddedStore.open(tmp_path / "store.db") as store:
+        config = BrokerConfig(data_dir=tmp_path / "broker", store_url="embedded:unused.db")
+        registry = SegmentRegistry(config, NoParents())
+        await registry.start()
+        try:
+            yield Broker(store, registry)
+        finally:
+            await registry.close()
+
+
+async def make_topic(
+    store: EmbeddedStore,
+    name: str,
+    layout: SegmentLayout,
+    pending: dict[str, Any] | None = None,
+    deleting: bool = False,
+) -> None:
+    manifest = ScalableTopic.model_validate(
+        {"metadata": {"name": name, "namespace": "default", "finalizers": ["test/hold"]}}
+    ).to_wire()
+    raw = await store.create(manifest)
+    raw["status"] = layout.to_status()
+    if pending is not None:
+        raw["status"]["pendingOperation"] = pending
+    await store.replace_status(raw)
+    if deleting:
+        await store.delete(ScalableTopic.KIND, "default", name)
+
+
+async def make_object(
+    store: EmbeddedStore, topic: str, segment_id: int, start: int, end: int
+) -> None:
+    name = segment_object_name(topic, descriptor(segment_id, HashRange(start, end)))
+    await store.create(
+        Segment.model_validate(
+            {
+                "metadata": {"name": name, "namespace": "default"},
+                "spec": {
+                    "topic": topic,
+                    "segmentId": segment_id,
+                    "hashRange": {"start": start, "end": end},
+                },
+            }
+        ).to_wire()
+    )
+
+
+async def test_only_storage_of_segments_that_no_longer_exist_is_removed(broker: Broker) -> None:
+    # live: 0 split into 2 and 3, 0 pruned; a split of 1 into 4 and 5 is being made.
+    layout = SegmentLayout.initial(2, NOW).split(0, NOW).prune(0)
+    pending = {**layout.plan_split(1).to_dict(), "step": "Planned"}
+    await make_topic(broker.store, "live", layout, pending)
+    await make_object(broker.store, "live", 1, 0x8000, 0xFFFF)
+    await make_object(broker.store, "live", 2, 0x0000, 0x3FFF)
+    await make_topic(broker.store, "leaving", SegmentLayout.initial(1, NOW), deleting=True)
+
+    kept = {
+        await broker.host("live", 1, 0x8000, 0xFFFF),  # its object exists
+        await broker.host("live", 2, 0x0000, 0x3FFF),
+        # No object (deleted by hand), but the layout holds it: the data is live.
+        await broker.host("live", 3, 0x4000, 0x7FFF),
+        # A child of the pending split, its object not made yet or being rolled back.
+        await broker.host("live", 4, 0x8000, 0xBFFF),
+    }
+    reclaimed = {
+        await broker.host("live", 0, 0x0000, 0x7FFF),  # pruned
+        await broker.host("live", 6, 0x8000, 0xBFFF),  # a child rolled back earlier
+        await broker.host("gone", 0, 0x0000, 0xFFFF),  # its topic was deleted
+        await broker.host("leaving", 0, 0x0000, 0xFFFF),  # its topic is being deleted
+    }
+
+    done = await reclaim_orphaned_storage(broker.store, broker.registry)
+
+    assert sorted(done) == sorted(f"default/{entry}" for entry in reclaimed)
+    assert broker.hosted() == kept
+
+
+class CreatedMeanwhile:
+    """The store while a topic of the same name is created again (with the segment's object)
+    just after the broker read that it was gone."""
+
+    def __init__(self, store: EmbeddedStore) -> None:
+        self._store = store
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    async def list(
+        self, kind: str, namespace: str | None = None, label_selector: str | None = None
+    ) -> Any:
+        listing = await self._store.list(kind, namespace, label_selector)
+        await make_topic(self._store, "orders", SegmentLayout.initial(1, NOW))
+        await make_object(self._store, "orders", 0, 0x0000, 0xFFFF)
+        return listing
+
+
+async def test_storage_whose_object_appears_before_the_deletion_is_kept(broker: Broker) -> None:
+    entry = await broker.host("orders", 0, 0x0000, 0xFFFF)
+    done = await reclaim_orphaned_storage(
+        cast(Store, CreatedMeanwhile(broker.store)), broker.registry
+    )
+    assert done == []
+    assert broker.hosted() == {entry}
+
+
+async def test_a_store_that_never_saw_the_broker_proves_nothing_about_its_storage(
+    tmp_path: Path, broker: Broker
+) -> None:
+    config = BrokerConfig(data_dir=tmp_path / "broker", store_url="embedded:unused.db", port=7001)
+    assert not await store_knows_broker(broker.store, config.system_namespace, config.identity, 0)
+    registration = Registration(broker.store, config, lambda: (0, 0.0))
+    await registration.start()
+    await registration.stop()  # released, not removed: the store remembers the broker
+    assert await store_knows_broker(broker.store, config.system_namespace, config.identity, 0)
