@@ -8,14 +8,11 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from aiohttp.test_utils import TestServer
-from broker_process import free_port
 from fake_controller import FakeController
 
-from scalable_topics.broker.app import build_app
-from scalable_topics.broker.config import BrokerConfig
 from scalable_topics.model.resources import CONTROLLER_ENDPOINT_ANNOTATION, controller_lease_name
 from scalable_topics.store import EmbeddedStore, NotFound
+from support.servers import broker_server
 
 
 @dataclass
@@ -48,13 +45,11 @@ class RelayBroker:
 @contextlib.asynccontextmanager
 async def relay_broker(tmp_path: Path) -> AsyncIterator[RelayBroker]:
     async with await EmbeddedStore.open(tmp_path / "store.db") as store:
-        port = free_port()
-        config = BrokerConfig(data_dir=tmp_path / "broker", store_url="embedded:unused", port=port)
-        server = TestServer(build_app(config, store=store), host="127.0.0.1", port=port)
+        server = broker_server(store, tmp_path / "broker")
         await server.start_server()
         controller = FakeController()
         await controller.start()
-        ready = RelayBroker(store, f"http://127.0.0.1:{port}", controller)
+        ready = RelayBroker(store, f"http://127.0.0.1:{server.port}", controller)
         await ready.lead(controller)
         try:
             yield ready

@@ -8,10 +8,10 @@ import asyncio
 import contextlib
 
 import pytest
-from broker_process import BrokerProcess
-from wire_client import WireClient
 
 from scalable_topics.protocol import BatchMessage, MessageId, SegmentSubscriptionType, SendReceipt
+from support.broker_process import BrokerProcess
+from support.wire_client import WireClient
 
 TOPIC = "default/orders"
 ROUNDS = 3

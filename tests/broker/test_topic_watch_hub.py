@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -85,12 +84,6 @@ class GappyStore:
             if self.lease_watches == 1:
                 return _StalledWatch(self.gap_over)  # type: ignore[return-value]
         return self._store.watch(kind, *args, **kwargs)
-
-
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[EmbeddedStore]:
-    async with await EmbeddedStore.open(tmp_path / "store.db") as store:
-        yield store
 
 
 async def started(store: Any) -> AsyncIterator[TopicWatchHub]:

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 from aiohttp.test_utils import TestServer
-from inprocess_service import Service, running_service
 
 from scalable_topics.broker.app import build_app
 from scalable_topics.broker.config import BrokerConfig
@@ -26,6 +25,7 @@ from scalable_topics.model.layout import SegmentLayout
 from scalable_topics.model.resources import ScalableTopic
 from scalable_topics.protocol import ErrorCode
 from scalable_topics.store import EmbeddedStore
+from support.inprocess_service import Service, running_service
 
 
 @pytest.fixture

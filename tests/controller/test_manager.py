@@ -4,7 +4,7 @@ deleting it leaves nothing behind, not even the topic's Lease."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from pathlib import Path
 
 from aiohttp.test_utils import TestServer
@@ -17,14 +17,9 @@ from scalable_topics.controller.manager import (
 )
 from scalable_topics.model.resources import ScalableTopic, Segment
 from scalable_topics.store import EmbeddedStore, NotFound
+from support.eventually import eventually
 
 FAST = ElectionTiming(lease_duration=3, renew_deadline=2, retry_period=0.5)
-
-
-async def eventually(check: Callable[[], Awaitable[bool]], timeout: float = 20) -> None:
-    async with asyncio.timeout(timeout):
-        while not await check():
-            await asyncio.sleep(0.05)
 
 
 async def test_one_leader_per_topic_readies_and_cleans_up(

@@ -14,7 +14,6 @@ from typing import Any
 import aiohttp
 import pytest
 from aiohttp.test_utils import TestServer
-from wire_client import WireClient
 
 from scalable_topics.admin.broker_admin import BrokerAdmin
 from scalable_topics.controller import scaling
@@ -31,6 +30,7 @@ from scalable_topics.model.scale_request import (
 from scalable_topics.protocol import BatchMessage, SegmentSubscriptionType
 from scalable_topics.store import Conflict, EmbeddedStore
 from scalable_topics.store.kinds import EVENT
+from support.wire_client import WireClient
 
 TOPIC = "default/orders"
 

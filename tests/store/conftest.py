@@ -11,10 +11,12 @@ from store_testkit import Backend
 
 from scalable_topics.model.clock import Clock
 from scalable_topics.store import EmbeddedStore, Store
+from support.memory_store import MemoryBackend, MemoryStore
 
 # A later adapter (e.g. a Kubernetes API server in a test cluster) adds its name here and a
-# branch in store_backend.
-ADAPTERS = ["embedded"]
+# branch in store_backend. "memory" is the tests' own in-memory store (tests/support): the
+# fake-time tests run on it, so it must keep the same contract.
+ADAPTERS = ["embedded", "memory"]
 
 
 def embedded_backend(path: Path) -> Backend:
@@ -27,11 +29,24 @@ def embedded_backend(path: Path) -> Backend:
     return Backend("embedded", f"embedded://{path}", opener, compacts_on_request=True)
 
 
+def memory_backend() -> Backend:
+    shared = MemoryBackend()
+
+    async def opener(clock: Clock | None, history_limit: int | None) -> Store:
+        if history_limit is not None:
+            shared.history_limit = history_limit
+        return MemoryStore(shared, clock=clock)
+
+    return Backend("memory", "memory:", opener, compacts_on_request=True)
+
+
 @pytest.fixture(params=ADAPTERS)
 async def store_backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Backend]:
     """Several store instances on one backend; each test gets a fresh, empty backend."""
     if request.param == "embedded":
         backend = embedded_backend(tmp_path / "store.db")
+    elif request.param == "memory":
+        backend = memory_backend()
     else:
         raise AssertionError(f"no fixture for adapter {request.param!r}")
     yield backend

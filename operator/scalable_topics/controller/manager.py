@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import socket
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 
@@ -51,6 +52,9 @@ class ControllerConfig:
     # Where the endpoint for consumer sessions and exclusive producer grants listens (host,
     # port); None serves nothing.
     listen: tuple[str, int] | None = None
+    # A socket already listening on ``listen`` (see listening.py), served instead of binding
+    # ``listen`` again: how a port of 0 is known before the endpoint is published.
+    listen_socket: socket.socket | None = field(default=None, compare=False, repr=False)
     # How long a disconnected stream consumer keeps its segments, and a disconnected exclusive
     # producer the topic.
     consumer_grace_period: float = DEFAULT_GRACE_PERIOD
@@ -112,7 +116,13 @@ class ControllerManager:
         if listen is None:
             return contextlib.nullcontext()
         return serving_endpoint(
-            coordinators, self._store, config.identity, config.admin_token, *listen, grants
+            coordinators,
+            self._store,
+            config.identity,
+            config.admin_token,
+            *listen,
+            grants,
+            sock=config.listen_socket,
         )
 
     async def _follow_topics(self) -> None:
