@@ -62,7 +62,9 @@ def build_app(config: BrokerConfig, store: Store | None = None) -> web.Applicati
 
     async def lifecycle(app: web.Application) -> AsyncIterator[None]:
         owned = store is None
-        backend = open_store(config.store_url) if store is None else store
+        backend = (
+            open_store(config.store_url, budget=config.store_budget) if store is None else store
+        )
         app[STORE_KEY] = backend
         markers = DrainMarkers(backend)
         await markers.start()

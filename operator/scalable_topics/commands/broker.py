@@ -6,6 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from .store_flags import add_store_budget_flags
+
 
 def _run_broker(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
@@ -13,11 +15,18 @@ def _run_broker(args: argparse.Namespace) -> int:
     from ..broker.app import run
     from ..broker.config import BrokerConfig
     from ..listening import bound_address, listening_socket, write_address_file
+    from .store_flags import store_budget
 
+    try:
+        budget = store_budget(args.store, args.store_qps, args.store_burst)
+    except ValueError as error:
+        print(f"stctl broker: {error}", file=sys.stderr)
+        return 2
     try:
         config = BrokerConfig(
             data_dir=args.data_dir,
             store_url=args.store,
+            store_budget=budget,
             host=args.host,
             port=args.port,
             advertised_url=args.advertised_url,
@@ -61,6 +70,7 @@ def add_broker(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     broker.add_argument(
         "--store", required=True, help="store URL, e.g. embedded:///var/lib/st/store.db"
     )
+    add_store_budget_flags(broker)
     broker.add_argument(
         "--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)"
     )

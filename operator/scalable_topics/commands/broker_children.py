@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..listening import read_address_file
+from ..store import BudgetSettings
 from ..tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
@@ -43,9 +44,14 @@ class ChildBroker:
     port: int  # 0: a free port, reported in address_file
     log_path: Path
     address_file: Path
+    store_budget: BudgetSettings | None = None  # None: the store's default
 
     def argv(self, port: int) -> list[str]:
         """The command line of a run on ``port`` (the child's own, or the one it reported)."""
+        budget = self.store_budget
+        flags = [] if budget is None else ["--store-qps", str(budget.qps)]
+        if budget is not None and budget.limited:
+            flags += ["--store-burst", str(budget.burst)]
         return [
             sys.executable,
             "-m",
@@ -64,6 +70,7 @@ class ChildBroker:
             "--broker-id",
             self.broker_id,
             "--stop-on-stdin-eof",
+            *flags,
         ]
 
 

@@ -8,6 +8,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .store_flags import add_store_budget_flags
+
 if TYPE_CHECKING:
     from ..controller.manager import ControllerConfig
 
@@ -20,11 +22,13 @@ def _run_controller(args: argparse.Namespace) -> int:
     from ..controller.leader import ElectionTiming
     from ..controller.manager import ControllerConfig, ControllerManager
     from ..store import open_store
+    from .store_flags import store_budget
 
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     try:
+        budget = store_budget(args.store, args.store_qps, args.store_burst)
         timing = ElectionTiming(args.lease_duration, args.renew_deadline, args.retry_period)
         if (
             args.listen is not None
@@ -52,7 +56,7 @@ def _run_controller(args: argparse.Namespace) -> int:
             print(f"stctl controller: {error}", file=sys.stderr)
             return 1
     try:
-        store = open_store(args.store)
+        store = open_store(args.store, budget=budget)
     except ValueError as error:
         if config.listen_socket is not None:
             config.listen_socket.close()
@@ -122,6 +126,7 @@ def add_controller(commands: argparse._SubParsersAction[argparse.ArgumentParser]
     controller.add_argument(
         "--store", required=True, help="store URL, e.g. embedded:///var/lib/st/store.db"
     )
+    add_store_budget_flags(controller)
     controller.add_argument(
         "--identity", help="this controller's identity (default: the host name)"
     )

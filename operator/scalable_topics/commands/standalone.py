@@ -8,6 +8,8 @@ import logging
 import signal
 from pathlib import Path
 
+from .store_flags import add_store_budget_flags
+
 COMMAND = "stctl standalone"
 
 
@@ -34,6 +36,7 @@ def _run_standalone(args: argparse.Namespace) -> int:
         StandaloneSystem,
         port_ranges,
     )
+    from .store_flags import store_budget
 
     if args.brokers < 1:
         return fail(COMMAND, f"--brokers must be at least 1, not {args.brokers}", exit_code=2)
@@ -46,12 +49,20 @@ def _run_standalone(args: argparse.Namespace) -> int:
     clashes = controller_port and args.port <= controller_port <= last_port
     if clashes or not 0 <= controller_port <= 65535:
         return fail(COMMAND, f"--controller-port {controller_port} clashes or is out of range", 2)
+    data_dir = Path(args.data_dir).resolve()
+    budget = None  # the embedded store's default, unless a flag says otherwise
+    if args.store_qps is not None or args.store_burst is not None:
+        try:
+            budget = store_budget(f"embedded://{data_dir}", args.store_qps, args.store_burst)
+        except ValueError as error:
+            return fail(COMMAND, str(error), 2)
     settings = StandaloneSettings(
-        data_dir=Path(args.data_dir).resolve(),
+        data_dir=data_dir,
         host=args.host,
         port=args.port,
         brokers=args.brokers,
         controller_port=controller_port,
+        store_budget=budget,
     )
     try:
         settings.log_dir.mkdir(parents=True, exist_ok=True)
@@ -135,4 +146,5 @@ def add_standalone(commands: argparse._SubParsersAction[argparse.ArgumentParser]
         help="where brokers reach the controller, on 127.0.0.1 (default: --port + 100; 0: a free "
         "port)",
     )
+    add_store_budget_flags(standalone)
     standalone.set_defaults(run=_run_standalone)

@@ -31,7 +31,7 @@ from ..broker.config import BrokerConfig
 from ..controller.leader import ElectionTiming
 from ..controller.manager import ControllerConfig, ControllerManager
 from ..listening import bound_address, listening_socket
-from ..store import Store, open_store
+from ..store import BudgetSettings, Store, open_store
 from .broker_children import ChildBroker, SupervisedBroker
 
 log = logging.getLogger(__name__)
@@ -53,6 +53,8 @@ class StandaloneSettings:
     port: int  # the first broker's; 0: every broker on a free port
     brokers: int
     controller_port: int  # 0: a free port
+    # Each process's store client: this one (controller and broker-0) and each child broker.
+    store_budget: BudgetSettings | None = None  # None: the embedded store's default
 
     @property
     def store_url(self) -> str:
@@ -110,6 +112,7 @@ class StandaloneSystem:
                     port=settings.broker_port(index),
                     log_path=settings.log_dir / f"{settings.broker_id(index)}.log",
                     address_file=settings.data_dir / f"{settings.broker_id(index)}.address",
+                    store_budget=settings.store_budget,
                 )
             )
             for index in range(1, settings.brokers)
@@ -138,7 +141,7 @@ class StandaloneSystem:
                 _check_free(settings.host, settings.broker_port(index), settings.broker_id(index))
         if settings.controller_port:
             _check_free("127.0.0.1", settings.controller_port, "the controller")
-        self._store = open_store(settings.store_url)
+        self._store = open_store(settings.store_url, budget=settings.store_budget)
         await self._start_controller(self._store)
         await self._start_broker(self._store)
         for child in self.children:
