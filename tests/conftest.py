@@ -1,4 +1,5 @@
-"""Run-wide checks: a task whose failure nobody retrieved fails the run.
+"""Fixtures for every test folder (what they share beyond fixtures is in tests/support), and a
+run-wide check: a task whose failure nobody retrieved fails the run.
 
 asyncio reports such a task only when it is garbage collected ("Task exception was never
 retrieved"), which makes the defect easy to miss in a passing run. Here every test ends with a
@@ -12,10 +13,12 @@ from __future__ import annotations
 
 import gc
 import logging
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
+
+from scalable_topics.store import EmbeddedStore
 
 ORPHANED_FAILURE = "Task exception was never retrieved"
 
@@ -87,3 +90,10 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             for report in reports:
                 terminal.write_line(report)
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+@pytest.fixture
+async def store(tmp_path: Path) -> AsyncIterator[EmbeddedStore]:
+    """An embedded store on a fresh file (folders with a store of their own override it)."""
+    async with await EmbeddedStore.open(tmp_path / "store.db") as opened:
+        yield opened

@@ -18,37 +18,15 @@ from pathlib import Path
 
 import aiohttp
 import pytest
-from wire_client import WireClient
 
 from scalable_topics.client.admin import Admin
+from scalable_topics.listening import format_address, listening_socket, read_address_file
 from scalable_topics.protocol import BatchMessage
+from support.wire_client import WireClient
 
 pytestmark = pytest.mark.slow
 
 START_SECONDS = 60.0
-
-
-def free_ports(count: int) -> int:
-    """The first of ``count`` consecutive ports nobody listens on."""
-    for _ in range(50):
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            first = int(probe.getsockname()[1])
-        if first + count > 65535:
-            continue
-        probes = []
-        try:
-            for port in range(first, first + count):
-                taken = socket.socket()
-                probes.append(taken)
-                taken.bind(("127.0.0.1", port))
-            return first
-        except OSError:
-            continue
-        finally:
-            for taken in probes:
-                taken.close()
-    raise RuntimeError("no consecutive free ports")
 
 
 @dataclass
@@ -64,9 +42,9 @@ class Standalone:
 
 
 @asynccontextmanager
-async def standalone(
-    data_dir: Path, port: int, *extra: str, controller_port: int | None = None
-) -> AsyncIterator[Standalone]:
+async def standalone(data_dir: Path, *extra: str, port: int = 0) -> AsyncIterator[Standalone]:
+    """``stctl standalone`` with its brokers on ``port`` and up, by default on free ports it
+    picks itself (``--port 0``), and its controller on a free port."""
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
@@ -77,7 +55,7 @@ async def standalone(
         "--port",
         str(port),
         "--controller-port",
-        str(controller_port or free_ports(1)),
+        "0",
         *extra,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
@@ -123,9 +101,9 @@ async def produce_one(broker_url: str, topic: str, segment_id: int) -> None:
 
 
 async def test_standalone_serves_topics_and_resumes_them(tmp_path: Path) -> None:
-    port = free_ports(1)
-    async with standalone(tmp_path, port) as running:
-        assert running.url == f"ws://127.0.0.1:{port}"
+    async with standalone(tmp_path) as running:
+        port = int(running.url.rpartition(":")[2])
+        assert running.url == f"ws://127.0.0.1:{port}" and port != 0
         assert any("stctl topics create" in line for line in running.output)
         async with Admin(running.url) as admin:
             await admin.create_topic("orders", 1, [("billing", "Stream")])
@@ -158,7 +136,8 @@ async def test_standalone_serves_topics_and_resumes_them(tmp_path: Path) -> None
                     await asyncio.sleep(0.05)
         assert await running.stop() == 0
 
-    async with standalone(tmp_path, port) as again, Admin(again.url) as admin:
+    # Segments are placed on a broker's URL: the same data is served again on the same port.
+    async with standalone(tmp_path, port=port) as again, Admin(again.url) as admin:
         assert [t["name"] for t in await admin.list_topics()] == ["kept"]
         described = await admin.describe_topic("kept")
         assert [(s["id"], s["state"]) for s in described["segments"]] == [
@@ -190,10 +169,16 @@ async def healthy(url: str) -> bool:
         return False
 
 
-async def test_a_killed_child_broker_is_started_again(tmp_path: Path) -> None:
-    port = free_ports(2)
-    async with standalone(tmp_path, port, "--brokers", "2") as running:
-        second = f"http://127.0.0.1:{port + 1}"
+def child_url(data_dir: Path, broker_id: str) -> str:
+    """Where a child broker listens, from the address file it writes."""
+    address = read_address_file(data_dir / f"{broker_id}.address")
+    assert address is not None, f"{broker_id} reported no address"
+    return f"http://{format_address(*address)}"
+
+
+async def test_a_killed_child_broker_is_started_again_on_its_port(tmp_path: Path) -> None:
+    async with standalone(tmp_path, "--brokers", "2") as running:
+        second = child_url(tmp_path, "broker-1")
         assert await healthy(second)
         first_pid = broker_pid(tmp_path, "broker-1")
         assert first_pid is not None
@@ -210,9 +195,8 @@ async def test_a_killed_child_broker_is_started_again(tmp_path: Path) -> None:
 
 
 async def test_child_brokers_stop_when_standalone_is_killed(tmp_path: Path) -> None:
-    port = free_ports(2)
-    second = f"http://127.0.0.1:{port + 1}"
-    async with standalone(tmp_path, port, "--brokers", "2") as running:
+    async with standalone(tmp_path, "--brokers", "2") as running:
+        second = child_url(tmp_path, "broker-1")
         assert await healthy(second)
         assert broker_pid(tmp_path, "broker-1") is not None
         running.process.kill()  # no chance to stop its children
@@ -221,8 +205,9 @@ async def test_child_brokers_stop_when_standalone_is_killed(tmp_path: Path) -> N
             while broker_pid(tmp_path, "broker-1") is not None:
                 await asyncio.sleep(0.1)
     assert "supervising process is gone" in (tmp_path / "logs" / "broker-1.log").read_text()
-    async with standalone(tmp_path, port, "--brokers", "2") as again:  # its ports are free
-        assert await healthy(second)
+    listening_socket("127.0.0.1", int(second.rpartition(":")[2])).close()  # its port is free
+    async with standalone(tmp_path, "--brokers", "2") as again:
+        assert await healthy(child_url(tmp_path, "broker-1"))
         assert await again.stop() == 0
 
 
@@ -266,7 +251,7 @@ async def stctl(url: str, *args: str) -> tuple[int, str, str]:
 
 
 async def test_stctl_topic_and_subscription_commands(tmp_path: Path) -> None:
-    async with standalone(tmp_path, free_ports(1)) as running:
+    async with standalone(tmp_path) as running:
         url = running.url
         code, out, err = await stctl(
             url,

@@ -10,11 +10,11 @@ from typing import Any
 import aiohttp
 import pytest
 from aiohttp.test_utils import TestServer
-from inprocess_service import Service, running_service
 
 from scalable_topics.broker.app import build_app
 from scalable_topics.broker.config import BrokerConfig
 from scalable_topics.store import EmbeddedStore
+from support.inprocess_service import Service, running_service
 
 TOPIC = "/admin/v1/topics/default/orders"
 

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime
-from pathlib import Path
 
 import pytest
 
@@ -27,12 +25,6 @@ from scalable_topics.model.resources import TOPIC_LABEL, ScalableTopic, Segment
 from scalable_topics.store import AlreadyExists, EmbeddedStore, NotFound
 
 AT = datetime(2026, 1, 1, tzinfo=UTC)
-
-
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[EmbeddedStore]:
-    async with await EmbeddedStore.open(tmp_path / "store.db") as opened:
-        yield opened
 
 
 async def test_create_writes_the_validated_spec(store: EmbeddedStore) -> None:

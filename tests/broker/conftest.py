@@ -6,7 +6,8 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from broker_process import BrokerProcess
+
+from support.broker_process import BrokerProcess
 
 
 @pytest.fixture

@@ -9,15 +9,12 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from aiohttp.test_utils import TestServer
-from broker_process import free_port
 from dag_objects import create_topic, put_lease, topic_lease
 from fake_controller import FakeController
 
-from scalable_topics.broker.app import build_app
-from scalable_topics.broker.config import BrokerConfig
 from scalable_topics.store import EmbeddedStore, NotFound
 from scalable_topics.store.informers import Informers
+from support.servers import broker_server
 
 
 @dataclass
@@ -42,15 +39,13 @@ class RelayBroker:
 async def relay_broker(tmp_path: Path) -> AsyncIterator[RelayBroker]:
     async with await EmbeddedStore.open(tmp_path / "store.db") as store:
         await create_topic(store, "default", "orders", None)
-        port = free_port()
-        config = BrokerConfig(data_dir=tmp_path / "broker", store_url="embedded:unused", port=port)
-        informers = Informers(store, config.system_namespace)
+        informers = Informers(store, "scalable-topics")
         informers.start()
-        server = TestServer(build_app(config, store, informers), host="127.0.0.1", port=port)
+        server = broker_server(store, tmp_path / "broker", informers)
         await server.start_server()
         controller = FakeController()
         await controller.start()
-        ready = RelayBroker(store, f"http://127.0.0.1:{port}", controller)
+        ready = RelayBroker(store, f"http://127.0.0.1:{server.port}", controller)
         await ready.lead(controller)
         async with asyncio.timeout(10):  # the broker knows the topic and its leader
             while informers.leader_endpoint("default", "orders") != controller.url:

@@ -7,8 +7,6 @@ import itertools
 from collections import defaultdict
 
 import pytest
-from broker_process import BrokerProcess
-from wire_client import RequestFailed, WireClient
 
 from scalable_topics.protocol import (
     BatchMessage,
@@ -20,6 +18,8 @@ from scalable_topics.protocol import (
     Seek,
     SegmentSubscriptionType,
 )
+from support.broker_process import BrokerProcess
+from support.wire_client import RequestFailed, WireClient
 
 TOPIC = "default/orders"
 KEYS = [f"key-{i}" for i in range(12)]

@@ -8,11 +8,11 @@ from __future__ import annotations
 import asyncio
 from collections import defaultdict
 
-from broker_process import BrokerProcess
 from test_broker_integration import KEYS, TOPIC, make_segment, produce
-from wire_client import WireClient
 
 from scalable_topics.protocol import DeliveredMessage, SegmentSubscriptionType
+from support.broker_process import BrokerProcess
+from support.wire_client import WireClient
 
 KEY_SHARED = SegmentSubscriptionType.KEY_SHARED
 

@@ -7,12 +7,11 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from broker_process import BrokerProcess
-from wire_client import WireClient
-
 from scalable_topics.model.resources import Segment, segment_object_name
 from scalable_topics.protocol import BatchMessage, EndOfSegment, SegmentSubscriptionType
 from scalable_topics.store import EmbeddedStore
+from support.broker_process import BrokerProcess
+from support.wire_client import WireClient
 
 TOPIC = "default/orders"
 PARENT, CHILD = "0000-ffff-0", "0000-7fff-1"

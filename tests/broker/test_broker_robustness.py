@@ -8,8 +8,6 @@ from pathlib import Path
 
 import aiohttp
 import pytest
-from broker_process import BrokerProcess
-from wire_client import RequestFailed, WireClient
 
 from scalable_topics.protocol import (
     PROTOCOL_VERSION,
@@ -21,6 +19,8 @@ from scalable_topics.protocol import (
     decode_frame,
     encode_frame,
 )
+from support.broker_process import BrokerProcess
+from support.wire_client import RequestFailed, WireClient
 
 TOPIC = "default/orders"
 

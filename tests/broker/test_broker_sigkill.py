@@ -8,13 +8,13 @@ import asyncio
 import contextlib
 
 import pytest
-from broker_process import BrokerProcess
 from dag_objects import AT, create_topic, put_segment
-from wire_client import WireClient
 
 from scalable_topics.model.layout import SegmentLayout
 from scalable_topics.protocol import BatchMessage, MessageId, SegmentSubscriptionType, SendReceipt
 from scalable_topics.store import EmbeddedStore
+from support.broker_process import BrokerProcess
+from support.wire_client import WireClient
 
 TOPIC = "default/orders"
 ROUNDS = 3

@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 from fake_controller import FakeController
 from relay_broker import RelayBroker, relay_broker
-from wire_client import RequestFailed, WireClient
 
 from scalable_topics.model.hash_range import HashRange
 from scalable_topics.protocol import (
@@ -24,6 +23,7 @@ from scalable_topics.protocol import (
     Success,
     UnregisterConsumer,
 )
+from support.wire_client import RequestFailed, WireClient
 
 TOPIC = "default/orders"
 WAIT = 20.0

@@ -13,7 +13,6 @@ from typing import Any
 import pytest
 from fake_controller import FakeController
 from relay_broker import RelayBroker, relay_broker
-from wire_client import RequestFailed, WireClient
 
 from scalable_topics.model.resources import (
     ProducerAccessMode,
@@ -28,6 +27,7 @@ from scalable_topics.protocol import (
     ReleaseExclusive,
     Success,
 )
+from support.wire_client import RequestFailed, WireClient
 
 TOPIC = "default/orders"
 Mode = ProducerAccessMode

@@ -7,18 +7,15 @@ controller) and read what a watching client receives.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from aiohttp.test_utils import TestServer
-from broker_process import free_port
 from dag_objects import AT, create_topic, put_lease, put_segment, put_segments, write_layout
 from dag_watch_client import DagWatchClient, Refused
 
-from scalable_topics.broker.app import TOPIC_WATCHES_KEY, build_app
-from scalable_topics.broker.config import BrokerConfig
+from scalable_topics.broker.app import TOPIC_WATCHES_KEY
 from scalable_topics.broker.topic_watch import TopicWatchHub
 from scalable_topics.model.hash_range import HashRange
 from scalable_topics.model.layout import SegmentLayout
@@ -26,6 +23,8 @@ from scalable_topics.model.resources import ScalableTopic, Segment, segment_obje
 from scalable_topics.model.segment import SegmentState
 from scalable_topics.protocol import Command, ErrorCode, SegmentNode, TopicUpdate, WatchClosed
 from scalable_topics.store import EmbeddedStore
+from support.eventually import eventually
+from support.servers import broker_server
 
 NS, TOPIC = "shop", "orders"
 B0, B1, B2 = "ws://broker-0:6650", "ws://broker-1:6650", "ws://broker-2:6650"
@@ -43,15 +42,10 @@ class Broker:
 @pytest.fixture
 async def app_broker(tmp_path: Path) -> AsyncIterator[Broker]:
     async with await EmbeddedStore.open(tmp_path / "store.db") as store:
-        port = free_port()
-        config = BrokerConfig(
-            data_dir=tmp_path / "broker", store_url="embedded:unused.db", port=port
-        )
-        app = build_app(config, store=store)
-        server = TestServer(app, host="127.0.0.1", port=port)
+        server = broker_server(store, tmp_path / "broker")
         await server.start_server()
         try:
-            yield Broker(store, app[TOPIC_WATCHES_KEY], f"http://127.0.0.1:{port}")
+            yield Broker(store, server.app[TOPIC_WATCHES_KEY], f"http://127.0.0.1:{server.port}")
         finally:
             await server.close()
 
@@ -87,16 +81,6 @@ async def split_topic(broker: Broker) -> SegmentLayout:
 
     await eventually(seen, "the broker's informers show the split topic")
     return layout
-
-
-async def eventually(condition: Callable[[], bool], what: str) -> None:
-    """Wait for a state the broker reaches on its own (a closed connection's cleanup)."""
-    try:
-        async with asyncio.timeout(WAIT):
-            while not condition():
-                await asyncio.sleep(0.01)
-    except TimeoutError:
-        raise AssertionError(f"never reached: {what}") from None
 
 
 async def test_the_first_update_carries_the_whole_dag_brokers_and_controller(

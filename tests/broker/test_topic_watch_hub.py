@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -85,12 +84,6 @@ class _StalledWatch:
     async def __anext__(self) -> Any:
         await self._released.wait()
         raise Expired("1", "2")
-
-
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[EmbeddedStore]:
-    async with await EmbeddedStore.open(tmp_path / "store.db") as store:
-        yield store
 
 
 async def started(store: Any) -> AsyncIterator[TopicWatchHub]:

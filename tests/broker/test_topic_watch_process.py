@@ -3,11 +3,7 @@ writes the store file: the broker sees those commits through its store watches."
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from pathlib import Path
-
 import pytest
-from broker_process import BrokerProcess
 from dag_objects import AT, create_topic, put_lease, put_segments, write_layout
 from dag_watch_client import DagWatchClient
 
@@ -15,16 +11,11 @@ from scalable_topics.model.layout import SegmentLayout
 from scalable_topics.model.resources import ScalableTopic
 from scalable_topics.protocol import ErrorCode, TopicUpdate, WatchClosed
 from scalable_topics.store import EmbeddedStore
+from support.broker_process import BrokerProcess
 
 pytestmark = pytest.mark.slow
 
 NS, TOPIC = "shop", "orders"
-
-
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[EmbeddedStore]:
-    async with await EmbeddedStore.open(tmp_path / "store.db") as store:
-        yield store
 
 
 async def test_a_broker_process_serves_the_dag_pushes_a_split_and_closes_on_delete(

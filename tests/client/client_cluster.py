@@ -5,30 +5,21 @@ the store, splits and merges are asked for as ``stctl topics split/merge`` does.
 from __future__ import annotations
 
 import asyncio
-import socket
-import sys
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-
-from broker_process import BrokerProcess
 
 from scalable_topics.admin.scale_requests import request_scaling
 from scalable_topics.client import Client
 from scalable_topics.model.layout import ChangeKind
 from scalable_topics.model.resources import ScalableTopic
 from scalable_topics.store import EmbeddedStore
+from support.broker_process import BrokerProcess
+from support.controller_process import ControllerProcess
 
 NAMESPACE = "default"
 GRACE_SECONDS = 3.0
-FAST_TIMING = ("--lease-duration", "2", "--renew-deadline", "1.5", "--retry-period", "0.25")
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 @dataclass
@@ -36,7 +27,7 @@ class ClientCluster:
     root: Path
     store: EmbeddedStore
     brokers: list[BrokerProcess]
-    controller: asyncio.subprocess.Process
+    controller: ControllerProcess
 
     @property
     def service_url(self) -> str:
@@ -92,26 +83,14 @@ async def start_cluster(root: Path, store: EmbeddedStore, brokers: int) -> Clien
         broker_root = root / f"b{index}"
         broker_root.mkdir()
         processes.append(BrokerProcess(broker_root, store_url))
-    port = free_port()
-    log = open(root / "controller.log", "ab")  # noqa: SIM115 - the child owns it
-    controller = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "scalable_topics.cli",
-        "controller",
-        "--store",
+    controller = ControllerProcess(
+        root,
         store_url,
-        "--identity",
         "controller-0",
-        "--listen",
-        f"127.0.0.1:{port}",
-        "--consumer-grace-period",
-        str(GRACE_SECONDS),
-        *FAST_TIMING,
-        stdout=log,
-        stderr=log,
+        listen=True,
+        extra=("--consumer-grace-period", str(GRACE_SECONDS)),
     )
-    log.close()
+    controller.start()
     await asyncio.gather(*(broker.start() for broker in processes))
     return ClientCluster(root, store, processes, controller)
 
@@ -119,14 +98,7 @@ async def start_cluster(root: Path, store: EmbeddedStore, brokers: int) -> Clien
 async def stop_cluster(cluster: ClientCluster) -> None:
     for broker in cluster.brokers:
         broker.stop()
-    if cluster.controller.returncode is None:
-        cluster.controller.terminate()
-        try:
-            async with asyncio.timeout(15):
-                await cluster.controller.wait()
-        except TimeoutError:
-            cluster.controller.kill()
-            await cluster.controller.wait()
+    cluster.controller.stop()
 
 
 def by_key(received: Sequence[tuple[str, int]]) -> dict[str, list[int]]:

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 from aiohttp.test_utils import TestServer
-from inprocess_service import Service, running_service
 
 from scalable_topics.broker.app import build_app
 from scalable_topics.broker.config import BrokerConfig
@@ -29,6 +28,7 @@ from scalable_topics.model.scale_request import REQUESTER_ANNOTATION
 from scalable_topics.protocol import ErrorCode
 from scalable_topics.store import EmbeddedStore
 from scalable_topics.tasks import cancel_and_wait
+from support.inprocess_service import Service, running_service
 
 
 @pytest.fixture

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import aiohttp
 import pytest
-from inprocess_service import running_service
 
 from scalable_topics.client.connection import BrokerConnection
 from scalable_topics.client.errors import ConsumerBusy, Timeout
@@ -17,6 +16,7 @@ from scalable_topics.protocol import (
     SegmentSubscriptionType,
     Subscribe,
 )
+from support.inprocess_service import running_service
 
 
 def subscribe(consumer_id: int, name: str) -> Subscribe:

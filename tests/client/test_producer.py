@@ -8,8 +8,6 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
-from inprocess_service import Service, running_service
-from wire_client import WireClient
 
 from scalable_topics.client import Client, Producer
 from scalable_topics.client.errors import (
@@ -22,6 +20,8 @@ from scalable_topics.client.errors import (
 from scalable_topics.model.hashing import hash_key
 from scalable_topics.model.layout import SegmentLayout
 from scalable_topics.protocol import EndOfSegment, MessageId, SegmentSubscriptionType
+from support.inprocess_service import Service, running_service
+from support.wire_client import WireClient
 
 pytestmark = pytest.mark.slow
 

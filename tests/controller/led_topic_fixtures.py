@@ -8,12 +8,11 @@ import asyncio
 from datetime import UTC, datetime
 from typing import Any, Protocol, TypeVar
 
-from memory_store import MemoryStore
-
 from scalable_topics.model.clock import SystemClock
 from scalable_topics.model.hash_range import HashRange
 from scalable_topics.model.resources import TOPIC_LABEL, Segment, segment_object_name
 from scalable_topics.model.segment import descriptor
+from support.memory_store import MemoryStore
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 GRACE = 30.0

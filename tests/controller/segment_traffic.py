@@ -3,10 +3,9 @@ broker tests' wire client, which pytest's ``pythonpath`` makes importable)."""
 
 from __future__ import annotations
 
-from wire_client import WireClient
-
 from scalable_topics.admin.broker_admin import admin_base
 from scalable_topics.protocol import BatchMessage, EndOfSegment, SegmentSubscriptionType
+from support.wire_client import WireClient
 
 __all__ = ["drain", "produce"]
 

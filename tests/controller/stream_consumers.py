@@ -5,9 +5,8 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 
-from wire_client import RequestFailed, WireClient
-
 from scalable_topics.protocol import ConsumerAssignment, ErrorCode, RegistrationClosed
+from support.wire_client import RequestFailed, WireClient
 
 TIMEOUT = 30.0  # bounds a failing test only
 

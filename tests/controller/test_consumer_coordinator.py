@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 from led_topic_fixtures import GRACE, NAME, NS, T0, Running, add_segment_object, loop_clock
-from memory_store import MemoryStore
 
 from scalable_topics.controller.consumers import ConsumerRefused, Grant, TopicConsumers
 from scalable_topics.model.layout import SegmentLayout
@@ -20,6 +19,7 @@ from scalable_topics.model.resources import (
 )
 from scalable_topics.protocol import ErrorCode
 from scalable_topics.store import Conflict
+from support.memory_store import MemoryStore
 
 pytestmark = pytest.mark.looptime
 

@@ -8,13 +8,11 @@ reads again finds the newer term and stops."""
 from __future__ import annotations
 
 import asyncio
-import socket
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from aiohttp.test_utils import TestServer
-from controller_process import ControllerProcess
 from stream_consumers import StreamConsumer, segment_ids
 
 from scalable_topics.controller.consumers import ConsumerRefused, TopicConsumers
@@ -22,17 +20,12 @@ from scalable_topics.model.clock import SystemClock
 from scalable_topics.model.resources import ScalableTopic, controller_lease_name
 from scalable_topics.protocol import ConsumerAssignment, ErrorCode, RegistrationClosed
 from scalable_topics.store import Conflict, EmbeddedStore
+from support.controller_process import ControllerProcess
 
 pytestmark = pytest.mark.slow
 
 TOPIC = "default/orders"
 GRACE = 60.0  # far above a failover: nobody may lose a segment to it
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 async def read_topic(store: EmbeddedStore) -> ScalableTopic:
@@ -72,17 +65,12 @@ async def test_failover_keeps_every_assignment_and_refuses_the_old_term(
         await broker.start_server()
         controllers = {}
         for identity in ("controller-a", "controller-b"):
-            port = free_port()
             controllers[identity] = ControllerProcess(
                 tmp_path,
                 f"embedded://{store_path}",
                 identity,
-                extra=(
-                    "--listen",
-                    f"127.0.0.1:{port}",
-                    "--consumer-grace-period",
-                    str(GRACE),
-                ),
+                listen=True,
+                extra=("--consumer-grace-period", str(GRACE)),
             )
             controllers[identity].start()
         consumers: list[StreamConsumer] = []

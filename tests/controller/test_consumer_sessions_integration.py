@@ -5,40 +5,29 @@ layout changes with undrained sealed parents (Pulsar bug #25642)."""
 from __future__ import annotations
 
 import asyncio
-import socket
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 from aiohttp.test_utils import TestServer
 from stream_consumers import StreamConsumer, segment_ids
-from wire_client import WireClient
 
 from scalable_topics.controller.leader import ElectionTiming
-from scalable_topics.controller.manager import ControllerConfig, ControllerManager
+from scalable_topics.controller.manager import ControllerManager
 from scalable_topics.model.layout import SegmentLayout
 from scalable_topics.model.resources import ScalableTopic, Segment, segment_object_name
 from scalable_topics.protocol import BatchMessage
 from scalable_topics.store import EmbeddedStore
+from support.eventually import eventually
+from support.servers import controller_config
+from support.wire_client import WireClient
 
 pytestmark = pytest.mark.slow
 
 FAST = ElectionTiming(lease_duration=3, renew_deadline=2, retry_period=0.5)
 GRACE = 4.0
 TOPIC = "default/orders"
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-async def eventually(check: Callable[[], Awaitable[bool]], timeout: float = 30) -> None:
-    async with asyncio.timeout(timeout):
-        while not await check():
-            await asyncio.sleep(0.05)
 
 
 async def registered(store: EmbeddedStore) -> dict[str, list[int]]:
@@ -56,14 +45,7 @@ async def cluster(
     async with await EmbeddedStore.open(tmp_path / "store.db") as store:
         broker = make_broker(store, "b")
         await broker.start_server()
-        port = free_port()
-        config = ControllerConfig(
-            "controller-0",
-            f"http://127.0.0.1:{port}",
-            timing=FAST,
-            listen=("127.0.0.1", port),
-            consumer_grace_period=GRACE,
-        )
+        config = controller_config("controller-0", timing=FAST, consumer_grace_period=GRACE)
         manager = asyncio.create_task(ControllerManager(store, config).run())
         try:
             await store.create(
@@ -159,9 +141,8 @@ async def test_assignments_follow_joins_reconnections_expiry_and_layout_changes(
 async def test_refusals_reach_the_client_with_their_code(
     cluster: tuple[EmbeddedStore, str],
 ) -> None:
-    from wire_client import RequestFailed
-
     from scalable_topics.protocol import ErrorCode
+    from support.wire_client import RequestFailed
 
     _, broker_url = cluster
     client = await WireClient.connect(broker_url)

@@ -26,8 +26,9 @@ def _controller(*args: str) -> subprocess.CompletedProcess[str]:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (("--listen", "7000"), "expected HOST:PORT with a port 1-65535, not '7000'"),
-        (("--listen", "host:0"), "expected HOST:PORT"),
+        (("--listen", "7000"), "expected HOST:PORT with a port 0-65535, not '7000'"),
+        (("--listen", "host:65536"), "expected HOST:PORT"),
+        (("--address-file", "addr"), "--address-file needs --listen"),
         (("--listen", "0.0.0.0:7000"), "listening on 0.0.0.0, give the --endpoint"),
         (("--consumer-grace-period", "0"), "the consumer grace period must be positive"),
         (("--broker-delete-timeout", "0"), "the broker delete timeout must be positive"),

@@ -7,14 +7,14 @@ from collections.abc import AsyncIterator
 
 import pytest
 from aiohttp.test_utils import TestServer
-from memory_store import MemoryStore
-from wire_client import RequestFailed, WireClient
 
 from scalable_topics.controller.consumers import ConsumerCoordinators
 from scalable_topics.controller.endpoint import build_endpoint_app
 from scalable_topics.model.clock import SystemClock
 from scalable_topics.model.resources import CONTROLLER_ENDPOINT_ANNOTATION, controller_lease_name
 from scalable_topics.protocol import ErrorCode, SegmentSubscriptionType, Subscribe
+from support.memory_store import MemoryStore
+from support.wire_client import RequestFailed, WireClient
 
 TOKEN = "cluster-secret"
 LEADER = "http://controller-1:8080"

@@ -8,8 +8,6 @@ from collections.abc import AsyncIterator
 
 import pytest
 from aiohttp.test_utils import TestServer
-from memory_store import MemoryStore
-from wire_client import RequestFailed, WireClient
 
 from scalable_topics.controller.consumers import ConsumerCoordinators
 from scalable_topics.controller.endpoint import build_endpoint_app
@@ -17,6 +15,8 @@ from scalable_topics.controller.producer_grants import ProducerGrantCoordinators
 from scalable_topics.model.clock import SystemClock
 from scalable_topics.model.resources import CONTROLLER_ENDPOINT_ANNOTATION, controller_lease_name
 from scalable_topics.protocol import ErrorCode
+from support.memory_store import MemoryStore
+from support.wire_client import RequestFailed, WireClient
 
 LEADER = "http://controller-1:8080"
 

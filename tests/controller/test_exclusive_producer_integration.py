@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,13 +20,10 @@ from typing import Any
 import aiohttp
 import pytest
 from aiohttp.test_utils import TestServer
-from broker_process import BrokerProcess
-from controller_process import ControllerProcess
-from wire_client import RequestFailed, WireClient
 
 from scalable_topics.admin.broker_admin import BrokerAdmin
 from scalable_topics.controller.leader import ElectionTiming
-from scalable_topics.controller.manager import ControllerConfig, ControllerManager
+from scalable_topics.controller.manager import ControllerManager
 from scalable_topics.model.layout import SegmentLayout
 from scalable_topics.model.resources import (
     TOPIC_LABEL,
@@ -49,6 +45,11 @@ from scalable_topics.protocol import (
     Success,
 )
 from scalable_topics.store import EmbeddedStore
+from support.broker_process import BrokerProcess
+from support.controller_process import ControllerProcess
+from support.eventually import eventually
+from support.servers import controller_config
+from support.wire_client import RequestFailed, WireClient
 
 pytestmark = pytest.mark.slow
 
@@ -56,18 +57,6 @@ FAST = ElectionTiming(lease_duration=3, renew_deadline=2, retry_period=0.5)
 TOPIC = "default/orders"
 SEGMENTS = (0, 1, 2, 3)
 Mode = ProducerAccessMode
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-async def eventually(check: Callable[[], Awaitable[bool]], timeout: float = 60) -> None:
-    async with asyncio.timeout(timeout):
-        while not await check():
-            await asyncio.sleep(0.05)
 
 
 @dataclass
@@ -79,14 +68,7 @@ class Cluster:
     controllers: dict[str, asyncio.Task[None]] = field(default_factory=dict)
 
     def start_controller(self, identity: str) -> None:
-        port = free_port()
-        config = ControllerConfig(
-            identity,
-            f"http://127.0.0.1:{port}",
-            timing=FAST,
-            listen=("127.0.0.1", port),
-            consumer_grace_period=self.grace,
-        )
+        config = controller_config(identity, timing=FAST, consumer_grace_period=self.grace)
         self.controllers[identity] = asyncio.create_task(
             ControllerManager(self.store, config).run()
         )
@@ -454,7 +436,8 @@ async def test_a_killed_leader_is_replaced_and_the_holder_kept(
                 tmp_path,
                 f"embedded://{store_path}",
                 identity,
-                extra=("--listen", f"127.0.0.1:{free_port()}", "--consumer-grace-period", "60"),
+                listen=True,
+                extra=("--consumer-grace-period", "60"),
             )
             processes[identity].start()
         broker_url = f"http://127.0.0.1:{broker.port}"
@@ -528,19 +511,16 @@ async def test_exclusive_and_wait_take_nothing_from_connected_producers_and_fenc
     store_url = f"embedded://{store_path}"
     broker = BrokerProcess(tmp_path, store_url)
     controller = ControllerProcess(
-        tmp_path,
-        store_url,
-        "controller-a",
-        extra=("--listen", f"127.0.0.1:{free_port()}", "--consumer-grace-period", "60"),
+        tmp_path, store_url, "controller-a", listen=True, extra=("--consumer-grace-period", "60")
     )
     clients: list[WireClient] = []
     async with (
         await EmbeddedStore.open(store_path) as store,
         aiohttp.ClientSession() as http,
     ):
-        cluster = Cluster(store, broker.url, BrokerAdmin(http), grace=60)
         try:
             await broker.start()
+            cluster = Cluster(store, broker.url, BrokerAdmin(http), grace=60)
             controller.start()
             await store.create(
                 ScalableTopic.model_validate(

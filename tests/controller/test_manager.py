@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,19 +27,10 @@ from scalable_topics.model.ownership import (
 from scalable_topics.model.resources import ScalableTopic, Segment
 from scalable_topics.store import EmbeddedStore, NotFound
 from scalable_topics.store.kinds import EVENT, LEASE
+from support.eventually import eventually
 
 FAST = ElectionTiming(lease_duration=3, renew_deadline=2, retry_period=0.5)
 SHARDS = 4
-WAIT = 30.0
-
-
-async def eventually(check: Callable[[], Awaitable[bool]], what: str = "") -> None:
-    try:
-        async with asyncio.timeout(WAIT):
-            while not await check():
-                await asyncio.sleep(0.05)
-    except TimeoutError:
-        raise AssertionError(f"never reached: {what}") from None
 
 
 def topic(name: str, **spec: Any) -> dict[str, Any]:

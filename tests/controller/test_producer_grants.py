@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 from led_topic_fixtures import GRACE, NAME, NS, T0, Running, add_segment_object, loop_clock
-from memory_store import MemoryStore
 
 from scalable_topics.admin.broker_admin import BrokerAdminError, BrokerUnreachable, SegmentBusy
 from scalable_topics.controller.producer_grants import GrantRefused, TopicProducerGrants
@@ -24,6 +23,7 @@ from scalable_topics.model.resources import (
     ScalableTopic,
 )
 from scalable_topics.protocol import ErrorCode
+from support.memory_store import MemoryStore
 
 pytestmark = pytest.mark.looptime
 

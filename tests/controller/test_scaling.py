@@ -18,7 +18,6 @@ import aiohttp
 import pytest
 from aiohttp.test_utils import TestServer
 from topic_cluster import controller_informers, until_cached
-from wire_client import WireClient
 
 from scalable_topics.admin.broker_admin import BrokerAdmin
 from scalable_topics.admin.scale_requests import OperationInProgress, request_scaling
@@ -46,6 +45,7 @@ from scalable_topics.store import Conflict, EmbeddedStore, NotFound, Store
 from scalable_topics.store.informers import Informers
 from scalable_topics.store.kinds import EVENT
 from scalable_topics.tasks import cancel_and_wait
+from support.wire_client import WireClient
 
 TOPIC = "default/orders"
 

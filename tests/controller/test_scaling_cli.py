@@ -9,13 +9,13 @@ import sys
 from pathlib import Path
 
 import pytest
-from broker_process import BrokerProcess
-from controller_process import ControllerProcess
 
 from scalable_topics.model.layout import ChangeKind, SegmentLayout
 from scalable_topics.model.resources import ScalableTopic
 from scalable_topics.model.scale_request import request_annotations
 from scalable_topics.store import EmbeddedStore
+from support.broker_process import BrokerProcess
+from support.controller_process import ControllerProcess
 
 pytestmark = pytest.mark.slow
 

@@ -5,15 +5,10 @@ message acknowledged before the operation can still be read."""
 
 from __future__ import annotations
 
-import asyncio
 import signal
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
-from broker_process import BrokerProcess
-from controller_process import ControllerProcess
-from wire_client import WireClient
 
 from scalable_topics.model.layout import SegmentLayout
 from scalable_topics.model.resources import TOPIC_LABEL, ScalableTopic, Segment
@@ -25,6 +20,10 @@ from scalable_topics.model.scale_request import (
 from scalable_topics.protocol import BatchMessage, SegmentSubscriptionType
 from scalable_topics.store import EmbeddedStore, NotFound
 from scalable_topics.store.kinds import LEASE
+from support.broker_process import BrokerProcess
+from support.controller_process import ControllerProcess
+from support.eventually import eventually
+from support.wire_client import WireClient
 
 pytestmark = pytest.mark.slow
 
@@ -39,15 +38,6 @@ BOUNDARIES = [
     "scale:committed",
 ]
 ROUNDS = [(kind, boundary) for boundary in BOUNDARIES for kind in ("split", "merge")]
-
-
-async def eventually(check: Callable[[], Awaitable[bool]], what: str, timeout: float = 60) -> None:
-    try:
-        async with asyncio.timeout(timeout):
-            while not await check():
-                await asyncio.sleep(0.05)
-    except TimeoutError:
-        raise AssertionError(f"timed out waiting for {what}") from None
 
 
 async def test_a_controller_killed_at_any_step_boundary_is_replaced_and_the_operation_completes(

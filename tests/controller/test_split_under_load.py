@@ -22,7 +22,6 @@ from pathlib import Path
 
 import pytest
 from aiohttp.test_utils import TestServer
-from wire_client import RequestFailed, WireClient
 
 from scalable_topics.controller.leader import ElectionTiming
 from scalable_topics.controller.manager import ControllerConfig, ControllerManager
@@ -41,6 +40,7 @@ from scalable_topics.protocol import (
     SegmentSubscriptionType,
 )
 from scalable_topics.store import EmbeddedStore
+from support.wire_client import RequestFailed, WireClient
 
 pytestmark = pytest.mark.slow
 

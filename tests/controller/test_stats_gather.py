@@ -20,13 +20,13 @@ from topic_cluster import (
     split_by_hand,
     topic_manifest,
 )
-from wire_client import WireClient
 
 from scalable_topics.admin.broker_admin import admin_base
 from scalable_topics.admin.stats_gather import gather_topic_stats
 from scalable_topics.model.clock import SystemClock
 from scalable_topics.protocol import SegmentSubscriptionType
 from scalable_topics.store import NotFound
+from support.wire_client import WireClient
 
 
 @pytest.fixture

@@ -36,17 +36,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-for helpers in ("broker", "controller"):
-    if str(HERE.parent / helpers) not in sys.path:
-        sys.path.insert(0, str(HERE.parent / helpers))
-
-from broker_process import BrokerProcess, free_port  # noqa: E402
-from controller_process import ControllerProcess  # noqa: E402
+if str(HERE.parent) not in sys.path:  # run as a script: tests/support is the package support
+    sys.path.insert(0, str(HERE.parent))
 
 from scalable_topics.client import Client  # noqa: E402
 from scalable_topics.client.admin import Admin  # noqa: E402
 from scalable_topics.client.errors import ClientError, SendFailed  # noqa: E402
 from scalable_topics.protocol import MessageId  # noqa: E402
+from support.broker_process import BrokerProcess  # noqa: E402
+from support.controller_process import ControllerProcess  # noqa: E402
 
 TOPIC = "default/checked"
 STREAM, KEYED = "ordered", "keyed"
@@ -205,7 +203,8 @@ async def running_system(root: Path) -> AsyncIterator[System]:
             root,
             store_url,
             f"controller-{index}",
-            extra=("--listen", f"127.0.0.1:{free_port()}", "--consumer-grace-period", "5"),
+            listen=True,
+            extra=("--consumer-grace-period", "5"),
         )
         for index in range(2)
     ]

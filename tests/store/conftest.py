@@ -10,11 +10,16 @@ import pytest
 from store_testkit import Backend
 
 from scalable_topics.model.clock import Clock
-from scalable_topics.store import EmbeddedStore, Store
+from scalable_topics.store import BudgetedStore, BudgetSettings, EmbeddedStore, Store
+from support.memory_store import MemoryBackend, MemoryStore
 
 # A later adapter (e.g. a Kubernetes API server in a test cluster) adds its name here and a
-# branch in store_backend.
-ADAPTERS = ["embedded"]
+# branch in store_backend. "memory" is the tests' own in-memory store (tests/support): the
+# fake-time tests run on it, so it must keep the same contract. "budgeted" is the embedded
+# store behind a request budget tight enough that the suite's bursts wait for tokens, as
+# open_store hands it to every component.
+ADAPTERS = ["embedded", "memory", "budgeted"]
+CONTRACT_BUDGET = BudgetSettings(qps=500, burst=10)
 
 
 def embedded_backend(path: Path) -> Backend:
@@ -27,11 +32,35 @@ def embedded_backend(path: Path) -> Backend:
     return Backend("embedded", f"embedded://{path}", opener, compacts_on_request=True)
 
 
+def budgeted_backend(path: Path) -> Backend:
+    embedded = embedded_backend(path)
+
+    async def opener(clock: Clock | None, history_limit: int | None) -> Store:
+        return BudgetedStore(await embedded.opener(clock, history_limit), CONTRACT_BUDGET)
+
+    return Backend("budgeted", embedded.url, opener, compacts_on_request=True)
+
+
+def memory_backend() -> Backend:
+    shared = MemoryBackend()
+
+    async def opener(clock: Clock | None, history_limit: int | None) -> Store:
+        if history_limit is not None:
+            shared.history_limit = history_limit
+        return MemoryStore(shared, clock=clock)
+
+    return Backend("memory", "memory:", opener, compacts_on_request=True)
+
+
 @pytest.fixture(params=ADAPTERS)
 async def store_backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Backend]:
     """Several store instances on one backend; each test gets a fresh, empty backend."""
     if request.param == "embedded":
         backend = embedded_backend(tmp_path / "store.db")
+    elif request.param == "memory":
+        backend = memory_backend()
+    elif request.param == "budgeted" or request.param == "budgeted":
+        backend = budgeted_backend(tmp_path / "store.db")
     else:
         raise AssertionError(f"no fixture for adapter {request.param!r}")
     yield backend

@@ -13,12 +13,16 @@ import pytest
 from store_testkit import LEASE, TOPIC, lease_object, next_event, rv, take, topic
 
 from scalable_topics.store import (
+    UNLIMITED,
+    BudgetSettings,
     EmbeddedStore,
     EventType,
     Invalid,
+    Priority,
     StoreClosed,
     StoreError,
     WatchEvent,
+    default_budget,
     open_store,
 )
 
@@ -220,7 +224,11 @@ async def test_sql_runs_only_on_the_worker_thread(store: EmbeddedStore) -> None:
         await store.patch(TOPIC, "default", "a", {"spec": {"partitions": 2}})
         await store.list(TOPIC, label_selector="x")
         await store.delete(TOPIC, "default", "a")
-        assert [e.type for e in await take(events, 3)] == list(EventType)
+        assert [e.type for e in await take(events, 3)] == [
+            EventType.ADDED,
+            EventType.MODIFIED,
+            EventType.DELETED,
+        ]
     assert worker != threading.get_ident()
     assert threads == {worker}
 
@@ -255,8 +263,9 @@ async def test_open_store_absolute_and_relative_urls(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     absolute = open_store(f"embedded://{tmp_path / 'abs.db'}")
-    assert isinstance(absolute, EmbeddedStore)
-    assert absolute.path == str(tmp_path / "abs.db")
+    assert isinstance(absolute.inner, EmbeddedStore)
+    assert absolute.inner.path == str(tmp_path / "abs.db")
+    assert absolute.budget.settings == UNLIMITED  # a local file: nothing to protect
     created = await absolute.create(topic("a"))
     await absolute.close()
 
@@ -281,3 +290,21 @@ async def test_open_store_absolute_and_relative_urls(
 def test_open_store_refuses_other_urls(url: str) -> None:
     with pytest.raises(ValueError, match="embedded:///"):
         open_store(url)
+
+
+async def test_open_store_paces_requests_by_the_budget_it_is_given(tmp_path: Path) -> None:
+    budget = BudgetSettings(qps=10, burst=2)
+    store = open_store(f"embedded://{tmp_path / 'store.db'}", budget=budget)
+    try:
+        assert store.budget.settings == budget
+        await asyncio.gather(*(store.create(topic(f"t{index}")) for index in range(4)))
+        assert store.requests == {("create", TOPIC): 4}
+        assert store.budget.waited[Priority.BULK] == 2  # asked at once, past the burst of 2
+    finally:
+        await store.close()
+
+
+def test_the_default_budget_is_the_adapters() -> None:
+    assert default_budget("embedded:///x.db") == UNLIMITED
+    with pytest.raises(ValueError, match="unsupported store URL"):
+        default_budget("kubernetes://cluster")

@@ -8,6 +8,7 @@ import gc
 import logging
 import os
 import signal
+import socket
 import sys
 from collections.abc import AsyncIterator
 
@@ -66,7 +67,9 @@ def build_app(
 
     async def lifecycle(app: web.Application) -> AsyncIterator[None]:
         owned = store is None
-        backend = open_store(config.store_url) if store is None else store
+        backend = (
+            open_store(config.store_url, budget=config.store_budget) if store is None else store
+        )
         app[STORE_KEY] = backend
         own_informers = informers is None
         cached = Informers(backend, config.system_namespace) if informers is None else informers
@@ -162,7 +165,11 @@ async def _stop_when_stdin_closes(app: web.Application) -> AsyncIterator[None]:
     transport.close()
 
 
-def run(config: BrokerConfig, *, stop_on_stdin_eof: bool = False) -> None:
+def run(
+    config: BrokerConfig, *, sock: socket.socket | None = None, stop_on_stdin_eof: bool = False
+) -> None:
+    """Serve until SIGINT or SIGTERM, on ``sock`` when given (bound to ``config.port``, see
+    listening.py), else on ``config.host:config.port``."""
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
@@ -175,4 +182,7 @@ def run(config: BrokerConfig, *, stop_on_stdin_eof: bool = False) -> None:
     app = build_app(config)
     if stop_on_stdin_eof:
         app.cleanup_ctx.append(_stop_when_stdin_closes)
-    web.run_app(app, host=config.host, port=config.port, print=None, handle_signals=True)
+    if sock is not None:
+        web.run_app(app, sock=sock, print=None, handle_signals=True)
+    else:
+        web.run_app(app, host=config.host, port=config.port, print=None, handle_signals=True)

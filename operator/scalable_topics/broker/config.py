@@ -8,6 +8,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..protocol import DEFAULT_MAX_FRAME_BYTES, DEFAULT_MAX_MESSAGE_BYTES
+from ..store import BudgetSettings
 
 SyncPolicyName = Literal["batch", "interval", "none"]
 
@@ -17,6 +18,9 @@ class BrokerConfig(BaseModel):
 
     data_dir: Path
     store_url: str = Field(description="where Segment objects and drained markers live")
+    store_budget: BudgetSettings | None = Field(
+        default=None, description="the store client's request budget; None: the adapter's default"
+    )
     host: str = "127.0.0.1"
     port: int = Field(default=6650, ge=0, le=65535)
     advertised_url: str | None = Field(

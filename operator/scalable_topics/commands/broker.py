@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
+
+from .store_flags import add_store_budget_flags
 
 
 def _run_broker(args: argparse.Namespace) -> int:
@@ -11,11 +14,19 @@ def _run_broker(args: argparse.Namespace) -> int:
 
     from ..broker.app import run
     from ..broker.config import BrokerConfig
+    from ..listening import bound_address, listening_socket, write_address_file
+    from .store_flags import store_budget
 
+    try:
+        budget = store_budget(args.store, args.store_qps, args.store_burst)
+    except ValueError as error:
+        print(f"stctl broker: {error}", file=sys.stderr)
+        return 2
     try:
         config = BrokerConfig(
             data_dir=args.data_dir,
             store_url=args.store,
+            store_budget=budget,
             host=args.host,
             port=args.port,
             advertised_url=args.advertised_url,
@@ -26,7 +37,25 @@ def _run_broker(args: argparse.Namespace) -> int:
     except ValidationError as error:
         print(f"stctl broker: invalid settings: {error}", file=sys.stderr)
         return 2
-    run(config, stop_on_stdin_eof=args.stop_on_stdin_eof)
+    # Bound before the broker starts, so that with --port 0 it registers the port it has.
+    try:
+        sock = listening_socket(config.host, config.port)
+    except OSError as error:
+        reason = error.strerror or str(error)
+        print(
+            f"stctl broker: cannot listen on {config.host}:{config.port}: {reason}", file=sys.stderr
+        )
+        return 1
+    host, port = bound_address(sock)
+    config = config.model_copy(update={"port": port})
+    if args.address_file is not None:
+        try:
+            write_address_file(args.address_file, host, port)
+        except OSError as error:
+            sock.close()
+            print(f"stctl broker: cannot write {args.address_file}: {error}", file=sys.stderr)
+            return 1
+    run(config, sock=sock, stop_on_stdin_eof=args.stop_on_stdin_eof)
     return 0
 
 
@@ -41,10 +70,22 @@ def add_broker(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     broker.add_argument(
         "--store", required=True, help="store URL, e.g. embedded:///var/lib/st/store.db"
     )
+    add_store_budget_flags(broker)
     broker.add_argument(
         "--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)"
     )
-    broker.add_argument("--port", type=int, default=6650, help="port to listen on (default 6650)")
+    broker.add_argument(
+        "--port",
+        type=int,
+        default=6650,
+        help="port to listen on (default 6650; 0: a free port, see --address-file)",
+    )
+    broker.add_argument(
+        "--address-file",
+        type=Path,
+        metavar="FILE",
+        help="once listening, write HOST:PORT to FILE (how a script learns the port of --port 0)",
+    )
     broker.add_argument(
         "--advertised-url", help="how clients reach this broker (default ws://HOST:PORT)"
     )

@@ -7,6 +7,10 @@ at start-up does not spin. Children run in their own session: Ctrl-C in the term
 only the standalone process, which then stops them in order. Each child's stdin is a pipe from
 this process that is never written to; if this process dies without stopping them (SIGKILL,
 OOM), the pipe closes and the children stop themselves instead of holding their ports.
+
+A child given port 0 picks a free port and writes it to its address file; the supervisor reads
+it there and starts the child on that same port every later time, so the broker's address does
+not change across restarts.
 """
 
 from __future__ import annotations
@@ -19,6 +23,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..listening import read_address_file
+from ..store import BudgetSettings
 from ..tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
@@ -26,6 +32,7 @@ log = logging.getLogger(__name__)
 _FIRST_DELAY, _MAX_DELAY = 0.5, 10.0
 _STABLE_SECONDS = 30.0  # a run this long resets the backoff
 _STOP_SECONDS = 10.0  # SIGTERM, then SIGKILL after this
+_ADDRESS_POLL_SECONDS = 0.05
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,10 +41,17 @@ class ChildBroker:
     data_dir: Path
     store_url: str
     host: str
-    port: int
+    port: int  # 0: a free port, reported in address_file
     log_path: Path
+    address_file: Path
+    store_budget: BudgetSettings | None = None  # None: the store's default
 
-    def argv(self) -> list[str]:
+    def argv(self, port: int) -> list[str]:
+        """The command line of a run on ``port`` (the child's own, or the one it reported)."""
+        budget = self.store_budget
+        flags = [] if budget is None else ["--store-qps", str(budget.qps)]
+        if budget is not None and budget.limited:
+            flags += ["--store-burst", str(budget.burst)]
         return [
             sys.executable,
             "-m",
@@ -50,10 +64,13 @@ class ChildBroker:
             "--host",
             self.host,
             "--port",
-            str(self.port),
+            str(port),
+            "--address-file",
+            str(self.address_file),
             "--broker-id",
             self.broker_id,
             "--stop-on-stdin-eof",
+            *flags,
         ]
 
 
@@ -62,6 +79,7 @@ class SupervisedBroker:
 
     def __init__(self, child: ChildBroker) -> None:
         self.child = child
+        self.port = child.port  # known once the first run has reported it, for port 0
         self.starts = 0
         self._process: asyncio.subprocess.Process | None = None
         self._task: asyncio.Task[None] | None = None
@@ -77,10 +95,11 @@ class SupervisedBroker:
 
     async def _spawn(self) -> asyncio.subprocess.Process:
         self.child.data_dir.mkdir(parents=True, exist_ok=True)
+        self.child.address_file.unlink(missing_ok=True)  # a previous run's
         output = await asyncio.to_thread(open, self.child.log_path, "ab")
         with output:  # the child keeps its own descriptor
             return await asyncio.create_subprocess_exec(
-                *self.child.argv(),
+                *self.child.argv(self.port),
                 stdout=output,
                 stderr=asyncio.subprocess.STDOUT,
                 # Never written: the child stops when it closes, i.e. when we are gone.
@@ -97,6 +116,8 @@ class SupervisedBroker:
             self._process = await self._spawn()
             self.starts += 1
             log.info("%s running as pid %d", self.child.broker_id, self._process.pid)
+            if self.port == 0:
+                self.port = await self._reported_port(self._process)
             code = await self._process.wait()
             _close_stdin(self._process)
             if loop.time() - started >= _STABLE_SECONDS:
@@ -110,6 +131,16 @@ class SupervisedBroker:
             )
             await asyncio.sleep(delay)
             delay = min(delay * 2, _MAX_DELAY)
+
+    async def _reported_port(self, process: asyncio.subprocess.Process) -> int:
+        """The port the child wrote to its address file, or 0 if it exited before."""
+        while process.returncode is None:
+            address = await asyncio.to_thread(read_address_file, self.child.address_file)
+            if address is not None:
+                log.info("%s listens on port %d", self.child.broker_id, address[1])
+                return address[1]
+            await asyncio.sleep(_ADDRESS_POLL_SECONDS)
+        return 0
 
     async def stop(self) -> None:
         """Stop supervising first, so the exit is not taken for a crash; then SIGTERM, and

@@ -5,6 +5,13 @@ from __future__ import annotations
 import argparse
 import contextlib
 import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from .store_flags import add_store_budget_flags
+
+if TYPE_CHECKING:
+    from ..controller.manager import ControllerConfig
 
 from ..controller.supervisor import DEFAULT_CONCURRENT_PASSES
 from ..model.ownership import DEFAULT_SHARD_COUNT
@@ -19,6 +26,7 @@ def _run_controller(args: argparse.Namespace) -> int:
     from ..controller.manager import ControllerConfig, ControllerManager
     from ..store import open_store
     from ..tasks import cancel_all
+    from .store_flags import store_budget
 
     log = logging.getLogger("scalable_topics.commands.controller")
 
@@ -26,27 +34,41 @@ def _run_controller(args: argparse.Namespace) -> int:
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     try:
+        budget = store_budget(args.store, args.store_qps, args.store_burst)
         timing = ElectionTiming(args.lease_duration, args.renew_deadline, args.retry_period)
-        endpoint = args.endpoint
-        if endpoint is None and args.listen is not None:
-            host, port = args.listen
-            if host in ("0.0.0.0", "::"):
-                raise ValueError(f"listening on {host}, give the --endpoint brokers reach")
-            endpoint = f"http://{'[' + host + ']' if ':' in host else host}:{port}"
+        if (
+            args.listen is not None
+            and args.endpoint is None
+            and args.listen[0] in ("0.0.0.0", "::")
+        ):
+            raise ValueError(f"listening on {args.listen[0]}, give the --endpoint brokers reach")
+        if args.address_file is not None and args.listen is None:
+            raise ValueError("--address-file needs --listen: there is no address to write")
         config = ControllerConfig(
             identity=args.identity or socket.gethostname(),
-            endpoint=endpoint,
+            endpoint=args.endpoint,
             system_namespace=args.system_namespace,
             timing=timing,
             admin_token=args.auth_token,
-            listen=args.listen,
             consumer_grace_period=args.consumer_grace_period,
             shards=args.shards,
             concurrent_passes=args.concurrent_passes,
             broker_delete_timeout=args.broker_delete_timeout,
         )
-        store = open_store(args.store)
     except ValueError as error:
+        print(f"stctl controller: {error}", file=sys.stderr)
+        return 2
+    if args.listen is not None:
+        try:
+            config = _listening(config, args.listen, args.address_file)
+        except OSError as error:
+            print(f"stctl controller: {error}", file=sys.stderr)
+            return 1
+    try:
+        store = open_store(args.store, budget=budget)
+    except ValueError as error:
+        if config.listen_socket is not None:
+            config.listen_socket.close()
         print(f"stctl controller: {error}", file=sys.stderr)
         return 2
 
@@ -62,12 +84,6 @@ def _run_controller(args: argparse.Namespace) -> int:
             await asyncio.wait({manager})
             if not manager.cancelled():
                 manager.result()
-        except OSError as error:
-            if args.listen is None:
-                raise
-            host, port = args.listen  # the address cannot be bound
-            print(f"stctl controller: cannot listen on {host}:{port}: {error}", file=sys.stderr)
-            return 1
         finally:
             await cancel_all([manager], log, "the controller")
             await store.close()
@@ -78,10 +94,35 @@ def _run_controller(args: argparse.Namespace) -> int:
     return 0
 
 
+def _listening(
+    config: ControllerConfig, listen: tuple[str, int], address_file: Path | None
+) -> ControllerConfig:
+    """``config`` serving on a socket bound to ``listen`` now, before the controller starts, so
+    that with port 0 it publishes the port it has; raise OSError saying what failed."""
+    import dataclasses
+
+    from ..listening import bound_address, listening_socket, write_address_file
+
+    host, port = listen
+    try:
+        sock = listening_socket(host, port)
+    except OSError as error:
+        raise OSError(f"cannot listen on {host}:{port}: {error.strerror or error}") from None
+    port = bound_address(sock)[1]
+    if address_file is not None:
+        try:
+            write_address_file(address_file, *bound_address(sock))
+        except OSError as error:
+            sock.close()
+            raise OSError(f"cannot write {address_file}: {error}") from None
+    endpoint = config.endpoint or f"http://{'[' + host + ']' if ':' in host else host}:{port}"
+    return dataclasses.replace(config, endpoint=endpoint, listen=(host, port), listen_socket=sock)
+
+
 def _host_port(value: str) -> tuple[str, int]:
     host, _, port = value.rpartition(":")
-    if not host or not port.isdecimal() or not 1 <= int(port) <= 65535:
-        raise argparse.ArgumentTypeError(f"expected HOST:PORT with a port 1-65535, not {value!r}")
+    if not host or not port.isdecimal() or not 0 <= int(port) <= 65535:
+        raise argparse.ArgumentTypeError(f"expected HOST:PORT with a port 0-65535, not {value!r}")
     return host.strip("[]"), int(port)
 
 
@@ -96,6 +137,7 @@ def add_controller(commands: argparse._SubParsersAction[argparse.ArgumentParser]
     controller.add_argument(
         "--store", required=True, help="store URL, e.g. embedded:///var/lib/st/store.db"
     )
+    add_store_budget_flags(controller)
     controller.add_argument(
         "--identity", help="this controller's identity (default: the host name)"
     )
@@ -103,7 +145,15 @@ def add_controller(commands: argparse._SubParsersAction[argparse.ArgumentParser]
         "--listen",
         type=_host_port,
         metavar="HOST:PORT",
-        help="serve consumer sessions (relayed by brokers) on this address",
+        help="serve consumer sessions (relayed by brokers) on this address (port 0: a free "
+        "port, see --address-file)",
+    )
+    controller.add_argument(
+        "--address-file",
+        type=Path,
+        metavar="FILE",
+        help="once listening, write the --listen HOST:PORT to FILE (how a script learns the port "
+        "of port 0)",
     )
     controller.add_argument(
         "--endpoint",

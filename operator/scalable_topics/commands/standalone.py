@@ -8,6 +8,8 @@ import logging
 import signal
 from pathlib import Path
 
+from .store_flags import add_store_budget_flags
+
 COMMAND = "stctl standalone"
 
 
@@ -28,22 +30,39 @@ def _hint(service_url: str, default_url: str) -> str:
 def _run_standalone(args: argparse.Namespace) -> int:
     from .admin_call import DEFAULT_URL
     from .output import fail
-    from .standalone_system import StandaloneError, StandaloneSettings, StandaloneSystem
+    from .standalone_system import (
+        StandaloneError,
+        StandaloneSettings,
+        StandaloneSystem,
+        port_ranges,
+    )
+    from .store_flags import store_budget
 
     if args.brokers < 1:
         return fail(COMMAND, f"--brokers must be at least 1, not {args.brokers}", exit_code=2)
-    last_port = args.port + args.brokers - 1
-    if not 1 <= args.port <= last_port <= 65535:
+    last_port = args.port + args.brokers - 1 if args.port else 0
+    if args.port and not 1 <= args.port <= last_port <= 65535:
         return fail(COMMAND, f"ports {args.port}-{last_port} are not all within 1-65535", 2)
-    controller_port = args.controller_port or args.port + 100
-    if args.port <= controller_port <= last_port or not 1 <= controller_port <= 65535:
+    controller_port = args.controller_port
+    if controller_port is None:
+        controller_port = args.port + 100 if args.port else 0
+    clashes = controller_port and args.port <= controller_port <= last_port
+    if clashes or not 0 <= controller_port <= 65535:
         return fail(COMMAND, f"--controller-port {controller_port} clashes or is out of range", 2)
+    data_dir = Path(args.data_dir).resolve()
+    budget = None  # the embedded store's default, unless a flag says otherwise
+    if args.store_qps is not None or args.store_burst is not None:
+        try:
+            budget = store_budget(f"embedded://{data_dir}", args.store_qps, args.store_burst)
+        except ValueError as error:
+            return fail(COMMAND, str(error), 2)
     settings = StandaloneSettings(
-        data_dir=Path(args.data_dir).resolve(),
+        data_dir=data_dir,
         host=args.host,
         port=args.port,
         brokers=args.brokers,
         controller_port=controller_port,
+        store_budget=budget,
     )
     try:
         settings.log_dir.mkdir(parents=True, exist_ok=True)
@@ -70,14 +89,14 @@ def _run_standalone(args: argparse.Namespace) -> int:
                 await asyncio.gather(starting, return_exceptions=True)
                 return 0
             starting.result()
-            print(f"{COMMAND}: serving {settings.service_url}", flush=True)
+            print(f"{COMMAND}: serving {system.service_url}", flush=True)
             print(
-                f"  {settings.brokers} broker(s) on ports {settings.port}-{last_port}, "
-                f"controller on 127.0.0.1:{controller_port}, data in {settings.data_dir}, "
+                f"  {settings.brokers} broker(s) on ports {port_ranges(system.broker_ports)}, "
+                f"controller on 127.0.0.1:{system.controller_port}, data in {settings.data_dir}, "
                 f"logs in {settings.log_dir}",
                 flush=True,
             )
-            print(_hint(settings.service_url, DEFAULT_URL), flush=True)
+            print(_hint(system.service_url, DEFAULT_URL), flush=True)
             controller_stopped = loop.create_task(system.wait_for_controller())
             await asyncio.wait(
                 {stop_asked, controller_stopped}, return_when=asyncio.FIRST_COMPLETED
@@ -111,7 +130,12 @@ def add_standalone(commands: argparse._SubParsersAction[argparse.ArgumentParser]
         "--host", default="127.0.0.1", help="address brokers listen on (default 127.0.0.1)"
     )
     standalone.add_argument(
-        "--port", type=int, default=6650, help="the first broker's port (default 6650)"
+        "--port",
+        type=int,
+        default=6650,
+        help="the first broker's port (default 6650; 0: free ports, printed once serving, for "
+        "scripts and tests: segments stay placed on a broker's address, so run DIR again on the "
+        "ports it ran on)",
     )
     standalone.add_argument(
         "--brokers", type=int, default=1, help="how many brokers, on consecutive ports (default 1)"
@@ -119,6 +143,8 @@ def add_standalone(commands: argparse._SubParsersAction[argparse.ArgumentParser]
     standalone.add_argument(
         "--controller-port",
         type=int,
-        help="where brokers reach the controller, on 127.0.0.1 (default: --port + 100)",
+        help="where brokers reach the controller, on 127.0.0.1 (default: --port + 100; 0: a free "
+        "port)",
     )
+    add_store_budget_flags(standalone)
     standalone.set_defaults(run=_run_standalone)

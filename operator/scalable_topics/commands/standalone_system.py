@@ -2,12 +2,13 @@
 
 One embedded store file, one controller and the first broker in this process on one event loop
 (sharing one store instance), and brokers 1..N-1 as supervised child processes on the next
-ports. Everything lives under the data directory, so running it again there resumes the same
-topics and data:
+ports (with port 0, every broker and the controller on a free port of its own). Everything
+lives under the data directory, so running it again there resumes the same topics and data:
 
-    DIR/store.db        the embedded store
-    DIR/broker-<i>/     each broker's segment logs and cursors
-    DIR/logs/           standalone.log (this process) and broker-<i>.log (children)
+    DIR/store.db                the embedded store
+    DIR/broker-<i>/             each broker's segment logs and cursors
+    DIR/broker-<i>.address      the HOST:PORT a child broker listens on
+    DIR/logs/                   standalone.log (this process) and broker-<i>.log (children)
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import errno
 import logging
 import os
 import socket
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,7 +30,8 @@ from ..broker.app import build_app
 from ..broker.config import BrokerConfig
 from ..controller.leader import ElectionTiming
 from ..controller.manager import ControllerConfig, ControllerManager
-from ..store import Store, open_store
+from ..listening import bound_address, listening_socket
+from ..store import BudgetSettings, Store, open_store
 from ..store.informers import Informers
 from ..tasks import cancel_all
 from .broker_children import ChildBroker, SupervisedBroker
@@ -50,28 +53,37 @@ class StandaloneError(Exception):
 class StandaloneSettings:
     data_dir: Path  # absolute
     host: str
-    port: int
+    port: int  # the first broker's; 0: every broker on a free port
     brokers: int
-    controller_port: int
+    controller_port: int  # 0: a free port
+    # Each process's store client: this one (controller and broker-0) and each child broker.
+    store_budget: BudgetSettings | None = None  # None: the embedded store's default
 
     @property
     def store_url(self) -> str:
         return f"embedded://{self.data_dir / 'store.db'}"
 
     @property
-    def service_url(self) -> str:
-        return self.broker_url(0)
-
-    @property
     def log_dir(self) -> Path:
         return self.data_dir / "logs"
 
-    def broker_url(self, index: int) -> str:
+    def broker_port(self, index: int) -> int:
+        return self.port + index if self.port else 0
+
+    def broker_url(self, port: int) -> str:
         host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"ws://{host}:{self.port + index}"
+        return f"ws://{host}:{port}"
 
     def broker_id(self, index: int) -> str:
         return f"broker-{index}"
+
+
+def port_ranges(ports: Sequence[int]) -> str:
+    """``6650-6652`` for consecutive ports, else ``6650, 7012``."""
+    first, last = ports[0], ports[-1]
+    if list(ports) == list(range(first, last + 1)):
+        return f"{first}-{last}"
+    return ", ".join(str(port) for port in ports)
 
 
 def _check_free(host: str, port: int, what: str) -> None:
@@ -100,8 +112,10 @@ class StandaloneSystem:
                     data_dir=settings.data_dir / settings.broker_id(index),
                     store_url=settings.store_url,
                     host=settings.host,
-                    port=settings.port + index,
+                    port=settings.broker_port(index),
                     log_path=settings.log_dir / f"{settings.broker_id(index)}.log",
+                    address_file=settings.data_dir / f"{settings.broker_id(index)}.address",
+                    store_budget=settings.store_budget,
                 )
             )
             for index in range(1, settings.brokers)
@@ -110,31 +124,47 @@ class StandaloneSystem:
         self._informers: Informers | None = None
         self._runner: web.AppRunner | None = None
         self._controller: asyncio.Task[None] | None = None
+        self._broker_port = settings.port  # broker-0's, known once bound
+        self.controller_port = settings.controller_port  # known once bound
+        self._sockets: list[socket.socket] = []  # closed by the servers, or at the end of stop()
+
+    @property
+    def broker_ports(self) -> list[int]:
+        """Every broker's port; 0 for a child that has not reported its free port yet."""
+        return [self._broker_port, *(child.port for child in self.children)]
+
+    @property
+    def service_url(self) -> str:
+        return self.settings.broker_url(self._broker_port)
 
     async def start(self) -> None:
         """Start every piece and return once every broker answers its health check."""
         settings = self.settings
         for index in range(settings.brokers):
-            _check_free(settings.host, settings.port + index, settings.broker_id(index))
-        _check_free("127.0.0.1", settings.controller_port, "the controller")
-        self._store = open_store(settings.store_url)
+            if settings.broker_port(index):
+                _check_free(settings.host, settings.broker_port(index), settings.broker_id(index))
+        if settings.controller_port:
+            _check_free("127.0.0.1", settings.controller_port, "the controller")
+        store = self._store = open_store(settings.store_url, budget=settings.store_budget)
         # One informer per kind for the whole process: the controller and broker-0 share them.
-        self._informers = Informers(self._store, SYSTEM_NAMESPACE)
-        self._informers.start()
-        await self._start_controller(self._store, self._informers)
-        await self._start_broker(self._store, self._informers)
+        informers = self._informers = Informers(store, SYSTEM_NAMESPACE)
+        informers.start()
+        await self._start_controller(store, informers)
+        await self._start_broker(store, informers)
         for child in self.children:
             child.start()
         await self._wait_until_healthy()
 
     async def _start_controller(self, store: Store, informers: Informers) -> None:
-        port = self.settings.controller_port
+        sock = self._listen("127.0.0.1", self.settings.controller_port)
+        port = self.controller_port = bound_address(sock)[1]
         config = ControllerConfig(
             identity=f"standalone-{os.getpid()}",
             endpoint=f"http://127.0.0.1:{port}",
             system_namespace=SYSTEM_NAMESPACE,
             timing=STANDALONE_TIMING,
             listen=("127.0.0.1", port),
+            listen_socket=sock,
         )
         self._controller = asyncio.get_running_loop().create_task(
             ControllerManager(store, config, informers=informers).run(), name="controller"
@@ -142,38 +172,46 @@ class StandaloneSystem:
 
     async def _start_broker(self, store: Store, informers: Informers) -> None:
         settings = self.settings
+        sock = self._listen(settings.host, settings.port)
+        self._broker_port = bound_address(sock)[1]
         config = BrokerConfig(
             data_dir=settings.data_dir / settings.broker_id(0),
             store_url=settings.store_url,
             host=settings.host,
-            port=settings.port,
+            port=self._broker_port,
             broker_id=settings.broker_id(0),
             system_namespace=SYSTEM_NAMESPACE,
         )
         config.data_dir.mkdir(parents=True, exist_ok=True)
         self._runner = web.AppRunner(build_app(config, store, informers))
         await self._runner.setup()
+        await web.SockSite(self._runner, sock).start()
+
+    def _listen(self, host: str, port: int) -> socket.socket:
         try:
-            await web.TCPSite(self._runner, settings.host, settings.port).start()
+            sock = listening_socket(host, port)
         except OSError as error:
             raise StandaloneError(
-                f"cannot listen on {settings.host}:{settings.port}: {error.strerror}"
+                f"cannot listen on {host}:{port}: {error.strerror or error}"
             ) from None
+        self._sockets.append(sock)
+        return sock
 
     async def _wait_until_healthy(self) -> None:
-        pending = {
-            self.settings.broker_id(i): self.settings.broker_url(i).replace("ws://", "http://", 1)
-            for i in range(self.settings.brokers)
-        }
+        pending = {self.settings.broker_id(i) for i in range(self.settings.brokers)}
         try:
             async with aiohttp.ClientSession() as http, asyncio.timeout(_READY_SECONDS):
                 while pending:
                     self.check_controller()
-                    for broker_id, url in list(pending.items()):
+                    for index, port in enumerate(self.broker_ports):
+                        broker_id = self.settings.broker_id(index)
+                        if broker_id not in pending or not port:
+                            continue
+                        url = self.settings.broker_url(port).replace("ws://", "http://", 1)
                         with contextlib.suppress(aiohttp.ClientError):
                             async with http.get(url + "/healthz") as response:
                                 if response.status == 200:
-                                    del pending[broker_id]
+                                    pending.remove(broker_id)
                     if pending:
                         await asyncio.sleep(_HEALTH_POLL_SECONDS)
         except TimeoutError:
@@ -209,3 +247,5 @@ class StandaloneSystem:
             await self._informers.stop()
         if self._store is not None:
             await self._store.close()
+        for sock in self._sockets:
+            sock.close()

@@ -22,6 +22,7 @@ import asyncio
 import contextlib
 import hmac
 import logging
+import socket
 from collections.abc import AsyncIterator, Coroutine
 from dataclasses import dataclass
 from typing import Any, NoReturn
@@ -437,14 +438,18 @@ async def serving_endpoint(
     port: int,
     grants: ProducerGrantCoordinators | None = None,
     metrics: ControllerMetrics | None = None,
+    *,
+    sock: socket.socket | None = None,
 ) -> AsyncIterator[None]:
-    """Listen on ``host:port`` while the context is open."""
+    """Listen on ``host:port`` (on ``sock`` when given, bound there already) while the context
+    is open."""
     runner = web.AppRunner(
         build_endpoint_app(coordinators, informers, identity, token, grants, metrics)
     )
     await runner.setup()
     try:
-        await web.TCPSite(runner, host, port).start()
+        site = web.TCPSite(runner, host, port) if sock is None else web.SockSite(runner, sock)
+        await site.start()
         log.info("controller %s serves consumer sessions on %s:%d", identity, host, port)
         yield
     finally:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import socket
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
@@ -50,6 +51,9 @@ class ControllerConfig:
     # Where the endpoint for consumer sessions and exclusive producer grants listens (host,
     # port); None serves nothing.
     listen: tuple[str, int] | None = None
+    # A socket already listening on ``listen`` (see listening.py), served instead of binding
+    # ``listen`` again: how a port of 0 is known before the endpoint is published.
+    listen_socket: socket.socket | None = field(default=None, compare=False, repr=False)
     # How long a disconnected stream consumer keeps its segments, and a disconnected exclusive
     # producer the topic.
     consumer_grace_period: float = DEFAULT_GRACE_PERIOD
@@ -175,6 +179,7 @@ class ControllerManager:
             *listen,
             grants,
             self.metrics,
+            sock=config.listen_socket,
         )
 
     # -- shards and topics ----------------------------------------------------------------------

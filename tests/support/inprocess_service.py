@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
-import socket
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -14,10 +13,8 @@ from pathlib import Path
 
 from aiohttp.test_utils import TestServer
 
-from scalable_topics.broker.app import build_app
-from scalable_topics.broker.config import BrokerConfig
 from scalable_topics.controller.leader import ElectionTiming
-from scalable_topics.controller.manager import ControllerConfig, ControllerManager
+from scalable_topics.controller.manager import ControllerManager
 from scalable_topics.model.layout import SegmentLayout
 from scalable_topics.model.resources import ScalableTopic
 from scalable_topics.model.scale_request import (
@@ -27,13 +24,9 @@ from scalable_topics.model.scale_request import (
 )
 from scalable_topics.store import EmbeddedStore
 
+from .servers import broker_server, controller_config
+
 TIMEOUT = 30.0  # bounds a failing test only
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 @dataclass
@@ -122,27 +115,11 @@ async def running_service(tmp_path: Path, brokers: int = 2) -> AsyncIterator[Ser
     async with await EmbeddedStore.open(tmp_path / "store.db") as store:
         servers = []
         for index in range(brokers):
-            port = _free_port()
-            config = BrokerConfig(
-                data_dir=tmp_path / f"broker-{index}",
-                store_url="embedded:unused.db",
-                port=port,
-                broker_id=f"broker-{index}",
-            )
-            server = TestServer(build_app(config, store=store), host="127.0.0.1", port=port)
+            server = broker_server(store, tmp_path / f"broker-{index}", broker_id=f"broker-{index}")
             await server.start_server()
             servers.append(server)
-        controller_port = _free_port()
         timing = ElectionTiming(lease_duration=3, renew_deadline=2, retry_period=0.5)
-        manager = ControllerManager(
-            store,
-            ControllerConfig(
-                "controller-0",
-                endpoint=f"http://127.0.0.1:{controller_port}",
-                listen=("127.0.0.1", controller_port),
-                timing=timing,
-            ),
-        )
+        manager = ControllerManager(store, controller_config("controller-0", timing=timing))
         running = asyncio.create_task(manager.run())
         try:
             yield Service(store, servers)

@@ -5,36 +5,44 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import aiohttp
 
+from .ports import reported_address
+
 STARTUP_TIMEOUT = 30.0
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 class BrokerProcess:
-    """A ``stctl broker`` child process that tests can kill and restart on the same data."""
+    """A ``stctl broker`` child process that tests can kill and restart on the same data.
+
+    Without a port it binds a free one itself (``--port 0``) and reports it in its address
+    file; a restart keeps that port, so the broker keeps its identity and URL."""
 
     def __init__(self, root: Path, store_url: str, port: int | None = None, *extra: str) -> None:
         self.extra = list(extra)
         self.data_dir = root / "broker"
         self.store_url = store_url
-        self.port = port or free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.ws_url = f"ws://127.0.0.1:{self.port}"
-        self.log_path = root / f"broker-{self.port}.log"
+        self.port = port or 0  # known once the first start has reported it
+        self.address_file = root / "broker.address"
+        self.log_path = root / "broker.log"
         self.process: subprocess.Popen[bytes] | None = None
 
+    @property
+    def url(self) -> str:
+        assert self.port, "the broker has not started yet"
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def ws_url(self) -> str:
+        assert self.port, "the broker has not started yet"
+        return f"ws://127.0.0.1:{self.port}"
+
     async def start(self) -> None:
+        self.address_file.unlink(missing_ok=True)
         log = open(self.log_path, "ab")  # noqa: SIM115 - the child owns it
         self.process = subprocess.Popen(
             [
@@ -48,6 +56,8 @@ class BrokerProcess:
                 self.store_url,
                 "--port",
                 str(self.port),
+                "--address-file",
+                str(self.address_file),
                 *self.extra,
             ],
             stdout=log,
@@ -55,6 +65,7 @@ class BrokerProcess:
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )
         log.close()
+        _, self.port = await reported_address(self.address_file, self.process, self.log_path)
         async with aiohttp.ClientSession() as http, asyncio.timeout(STARTUP_TIMEOUT):
             while True:
                 if self.process.poll() is not None:

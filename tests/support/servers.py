@@ -1,0 +1,50 @@
+"""Brokers and controller endpoints in the test's event loop, each on a port held from the
+moment it is chosen (see ports.py), so that the address it advertises is its own."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+from typing import Any
+
+from aiohttp.test_utils import TestServer
+
+from scalable_topics.broker.app import build_app
+from scalable_topics.broker.config import BrokerConfig
+from scalable_topics.controller.manager import ControllerConfig
+from scalable_topics.store import Store
+from scalable_topics.store.informers import Informers
+
+from .ports import loopback_socket, port_of
+
+
+def broker_server(
+    store: Store, data_dir: Path, informers: Informers | None = None, **settings: Any
+) -> TestServer:
+    """A broker application on ``store`` (not started yet), advertising the port it will serve
+    on; with ``informers`` (running), it reads them instead of its own; ``settings`` are further
+    BrokerConfig fields."""
+    sock = loopback_socket()
+    port = port_of(sock)
+    config = BrokerConfig(data_dir=data_dir, store_url="embedded:unused.db", port=port, **settings)
+
+    def held(host: str, port: int, family: socket.AddressFamily) -> socket.socket:
+        return sock
+
+    return TestServer(
+        build_app(config, store, informers), host="127.0.0.1", port=port, socket_factory=held
+    )
+
+
+def controller_config(identity: str, **settings: Any) -> ControllerConfig:
+    """A ControllerConfig whose endpoint serves on a held loopback port (and publishes it);
+    ``settings`` are further ControllerConfig fields."""
+    sock = loopback_socket()
+    port = port_of(sock)
+    return ControllerConfig(
+        identity,
+        f"http://127.0.0.1:{port}",
+        listen=("127.0.0.1", port),
+        listen_socket=sock,
+        **settings,
+    )
