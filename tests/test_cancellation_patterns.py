@@ -27,6 +27,8 @@ def _names(node: ast.expr | None) -> set[str]:
     if isinstance(node, ast.Name):
         return {node.id}
     if isinstance(node, ast.Attribute):
+        if ast.unparse(node) == "concurrent.futures.CancelledError":
+            return set()  # a thread's future was cancelled: not a task's cancellation
         return {node.attr}
     return set()
 
@@ -110,6 +112,7 @@ def test_the_check_finds_each_shape(source: str) -> None:
         "try:\n    pass\nexcept BaseException as error:\n    cleanup()\n    raise error\n",
         "try:\n    pass\nexcept Exception:\n    pass\n",
         "with contextlib.suppress(TimeoutError):\n    await event.wait()\n",
+        "try:\n    pass\nexcept (RuntimeError, concurrent.futures.CancelledError):\n    pass\n",
     ],
 )
 def test_the_check_accepts_what_is_safe(source: str) -> None:

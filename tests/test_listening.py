@@ -26,12 +26,12 @@ from scalable_topics.model.placement import BROKER_URL_ANNOTATION, broker_lease_
 from scalable_topics.model.resources import (
     CONTROLLER_ENDPOINT_ANNOTATION,
     ScalableTopic,
-    controller_lease_name,
 )
 from scalable_topics.store import EmbeddedStore, NotFound
 from support.broker_process import BrokerProcess
 from support.controller_process import ControllerProcess
 from support.eventually import eventually
+from support.leases import topic_lease
 
 hosts = st.one_of(
     st.ip_addresses().map(str),
@@ -142,13 +142,13 @@ async def test_a_controller_on_port_0_publishes_the_endpoint_it_listens_on(
 
         async def led() -> bool:
             try:
-                lease = await store.get("Lease", "default", controller_lease_name("orders"))
+                lease = await topic_lease(store, "default", "orders")
             except NotFound:
                 return False
             return bool(lease["spec"].get("holderIdentity") == "controller-0")
 
         await eventually(led, "controller-0 to lead orders")
-        lease = await store.get("Lease", "default", controller_lease_name("orders"))
+        lease = await topic_lease(store, "default", "orders")
         endpoint = lease["metadata"]["annotations"][CONTROLLER_ENDPOINT_ANNOTATION]
         assert endpoint == f"http://127.0.0.1:{port}"
         async with aiohttp.ClientSession() as http, http.get(endpoint + "/healthz") as response:

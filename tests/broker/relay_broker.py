@@ -9,11 +9,12 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from dag_objects import create_topic, put_lease, topic_lease
+from dag_objects import create_topic
 from fake_controller import FakeController
 
 from scalable_topics.store import EmbeddedStore, NotFound
 from scalable_topics.store.informers import Informers
+from support.leases import put_lease, topic_lease
 from support.servers import broker_server
 
 

@@ -32,7 +32,9 @@ class NoParents:
     def mark_drained(self, namespace: str, topic: str, descriptor: str, subscription: str) -> None:
         pass
 
-    def listen(self, callback: Callable[[], None]) -> Callable[[], None]:
+    def listen(
+        self, namespace: str, topic: str, parents: tuple[int, ...], callback: Callable[[], None]
+    ) -> Callable[[], None]:
         return lambda: None
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from dag_objects import AT, create_topic, put_lease, put_segment, put_segments, write_layout
+from dag_objects import AT, create_topic, put_segment, put_segments, write_layout
 from dag_watch_client import DagWatchClient, Refused
 
 from scalable_topics.broker.app import TOPIC_WATCHES_KEY
@@ -24,6 +24,7 @@ from scalable_topics.model.segment import SegmentState
 from scalable_topics.protocol import Command, ErrorCode, SegmentNode, TopicUpdate, WatchClosed
 from scalable_topics.store import EmbeddedStore
 from support.eventually import eventually
+from support.leases import put_lease
 from support.servers import broker_server
 
 NS, TOPIC = "shop", "orders"

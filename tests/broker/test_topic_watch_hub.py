@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from dag_objects import AT, SYSTEM_NAMESPACE, create_topic, put_lease, write_layout
+from dag_objects import AT, create_topic, write_layout
 
 from scalable_topics.broker.topic_view import TopicView, build_view
 from scalable_topics.broker.topic_watch import TopicWatch, TopicWatchHub
@@ -18,6 +18,7 @@ from scalable_topics.protocol import Command, Error, ErrorCode, TopicUpdate, Wat
 from scalable_topics.store import EmbeddedStore, Expired, StoreError, Watch
 from scalable_topics.store.informers import Informers
 from scalable_topics.store.kinds import LEASE
+from support.leases import SYSTEM_NAMESPACE, put_lease
 
 NS, TOPIC = "shop", "orders"
 WAIT = 20.0

@@ -7,7 +7,7 @@ import itertools
 from typing import Any
 
 import pytest
-from dag_objects import AT, lease_object, segment_object, topic_object
+from dag_objects import AT, segment_object, topic_object
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -25,6 +25,7 @@ from scalable_topics.model.layout import SegmentLayout
 from scalable_topics.model.ownership import lease_endpoint
 from scalable_topics.model.segment import SegmentState
 from scalable_topics.protocol import SegmentNode, TopicUpdate, decode_frame, encode_frame
+from support.leases import lease_object
 
 NS, TOPIC = "shop", "orders"
 BROKERS = ("ws://b0:6650", "ws://b1:6650", "ws://b2:6650")

@@ -8,7 +8,6 @@ from pathlib import Path
 import aiohttp
 import pytest
 from aiohttp.test_utils import TestServer
-from wire_client import WireClient
 
 from scalable_topics.admin.broker_admin import (
     BrokerAdmin,
@@ -20,6 +19,7 @@ from scalable_topics.admin.broker_admin import (
 from scalable_topics.broker.app import build_app
 from scalable_topics.broker.config import BrokerConfig
 from scalable_topics.store import EmbeddedStore
+from support.wire_client import WireClient
 
 
 @pytest.fixture

@@ -19,6 +19,7 @@ from scalable_topics.model.resources import (
 )
 from scalable_topics.protocol import ErrorCode
 from scalable_topics.store import Conflict
+from scalable_topics.store.informers import Informers
 from support.memory_store import MemoryStore
 
 pytestmark = pytest.mark.looptime
@@ -90,14 +91,20 @@ Leader = Callable[[int], TopicConsumers]
 
 @pytest.fixture
 async def leader(store: MemoryStore) -> AsyncIterator[Leader]:
-    """Start the consumer sessions of one term; all of them stop at the end of the test."""
+    """Start the consumer sessions of one term, on informers of the store as a controller
+    process has them; all of them stop at the end of the test."""
     running = Running()
+    informers = Informers(store, "scalable-topics")  # type: ignore[arg-type]
+    informers.start()
+    await informers.wait_synced()
+    cached = informers.writing_through(store)  # type: ignore[arg-type]
 
     def start(term: int) -> TopicConsumers:
-        return running.start(TopicConsumers(store, NS, NAME, term, loop_clock(), GRACE))  # type: ignore[arg-type]
+        return running.start(TopicConsumers(cached, informers, NS, NAME, term, loop_clock(), GRACE))
 
     yield start
     await running.stop()
+    await informers.stop()
 
 
 async def test_round_robin_persisted_then_pushed_only_to_consumers_whose_segments_changed(

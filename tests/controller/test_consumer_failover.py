@@ -17,10 +17,13 @@ from stream_consumers import StreamConsumer, segment_ids
 
 from scalable_topics.controller.consumers import ConsumerRefused, TopicConsumers
 from scalable_topics.model.clock import SystemClock
-from scalable_topics.model.resources import ScalableTopic, controller_lease_name
+from scalable_topics.model.resources import ScalableTopic
 from scalable_topics.protocol import ConsumerAssignment, ErrorCode, RegistrationClosed
 from scalable_topics.store import Conflict, EmbeddedStore
+from scalable_topics.store.informers import Informers
+from scalable_topics.tasks import cancel_and_wait
 from support.controller_process import ControllerProcess
+from support.leases import SYSTEM_NAMESPACE, topic_lease
 
 pytestmark = pytest.mark.slow
 
@@ -43,7 +46,7 @@ async def lease_taken_over(store: EmbeddedStore, old_holder: str) -> float:
     loop = asyncio.get_running_loop()
     async with asyncio.timeout(60):
         while True:
-            lease = await store.get("Lease", "default", controller_lease_name("orders"))
+            lease = await topic_lease(store, "default", "orders")
             if lease["spec"]["holderIdentity"] not in ("", old_holder):
                 return loop.time()
             await asyncio.sleep(0.02)
@@ -104,7 +107,7 @@ async def test_failover_keeps_every_assignment_and_refuses_the_old_term(
             }
             stale_read = await read_topic(store)  # what the old leader last saw
 
-            lease = await store.get("Lease", "default", controller_lease_name("orders"))
+            lease = await topic_lease(store, "default", "orders")
             leader = lease["spec"]["holderIdentity"]
             loop = asyncio.get_running_loop()
             controllers[leader].kill()
@@ -115,7 +118,7 @@ async def test_failover_keeps_every_assignment_and_refuses_the_old_term(
             after_bob = await assignment_of_term_above(bob, old_term)
             reregistered = loop.time() - killed_at
             led = await takeover - killed_at
-            new_lease = await store.get("Lease", "default", controller_lease_name("orders"))
+            new_lease = await topic_lease(store, "default", "orders")
             new_leader = new_lease["spec"]["holderIdentity"]
             print(
                 f"\nfailover: {leader} killed; {new_leader} took the lease {led:.2f}s later "
@@ -146,8 +149,10 @@ async def test_failover_keeps_every_assignment_and_refuses_the_old_term(
                     resource_version=stale_read.metadata.resource_version,
                 )
             # A coordinator of the old term that reads again finds the newer term and stops.
+            informers = Informers(store, SYSTEM_NAMESPACE)
+            informers.start()
             stale = TopicConsumers(
-                store, "default", "orders", old_term, SystemClock(loop.time), GRACE
+                store, informers, "default", "orders", old_term, SystemClock(loop.time), GRACE
             )
             running = asyncio.create_task(stale.run())
             try:
@@ -155,8 +160,8 @@ async def test_failover_keeps_every_assignment_and_refuses_the_old_term(
                     await stale.register("s", "carl", _Silent())
                 assert refused.value.code is ErrorCode.NOT_LEADER
             finally:
-                running.cancel()
-                await asyncio.gather(running, return_exceptions=True)
+                await cancel_and_wait(running)
+                await informers.stop()
             assert await registrations(store) == {
                 "amy": ([0, 2], new_term),
                 "bob": ([1, 3], new_term),

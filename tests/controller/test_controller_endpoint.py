@@ -11,8 +11,9 @@ from aiohttp.test_utils import TestServer
 from scalable_topics.controller.consumers import ConsumerCoordinators
 from scalable_topics.controller.endpoint import build_endpoint_app
 from scalable_topics.model.clock import SystemClock
-from scalable_topics.model.resources import CONTROLLER_ENDPOINT_ANNOTATION, controller_lease_name
 from scalable_topics.protocol import ErrorCode, SegmentSubscriptionType, Subscribe
+from scalable_topics.store.informers import Informers
+from support.leases import SYSTEM_NAMESPACE, lease_object
 from support.memory_store import MemoryStore
 from support.wire_client import RequestFailed, WireClient
 
@@ -31,25 +32,18 @@ async def endpoint() -> AsyncIterator[str]:
             "spec": {"subscriptions": [{"name": "s", "type": "Stream"}]},
         }
     )
-    await store.create(
-        {
-            "apiVersion": "coordination.k8s.io/v1",
-            "kind": "Lease",
-            "metadata": {
-                "name": controller_lease_name("orders"),
-                "namespace": "default",
-                "annotations": {CONTROLLER_ENDPOINT_ANNOTATION: LEADER},
-            },
-            "spec": {"holderIdentity": "controller-1", "leaseDurationSeconds": 15},
-        }
-    )
-    coordinators = ConsumerCoordinators(store, SystemClock())  # type: ignore[arg-type]
-    server = TestServer(build_endpoint_app(coordinators, store, "controller-0", TOKEN))  # type: ignore[arg-type]
+    await store.create(lease_object("controller-1", LEADER))  # another controller leads
+    informers = Informers(store, SYSTEM_NAMESPACE)  # type: ignore[arg-type]
+    informers.start()
+    await informers.wait_synced()
+    coordinators = ConsumerCoordinators(store, informers, SystemClock())  # type: ignore[arg-type]
+    server = TestServer(build_endpoint_app(coordinators, informers, "controller-0", TOKEN))
     await server.start_server()
     try:
         yield f"http://127.0.0.1:{server.port}"
     finally:
         await server.close()
+        await informers.stop()
 
 
 async def test_brokers_without_the_cluster_token_are_refused(endpoint: str) -> None:

@@ -9,11 +9,11 @@ import signal
 from pathlib import Path
 
 import pytest
-from broker_process import BrokerProcess
-from controller_process import ControllerProcess
 
 from scalable_topics.model.resources import TOPIC_LABEL, ScalableTopic, Segment
 from scalable_topics.store import EmbeddedStore, NotFound
+from support.broker_process import BrokerProcess
+from support.controller_process import ControllerProcess
 
 pytestmark = pytest.mark.slow
 

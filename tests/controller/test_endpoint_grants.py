@@ -13,8 +13,9 @@ from scalable_topics.controller.consumers import ConsumerCoordinators
 from scalable_topics.controller.endpoint import build_endpoint_app
 from scalable_topics.controller.producer_grants import ProducerGrantCoordinators
 from scalable_topics.model.clock import SystemClock
-from scalable_topics.model.resources import CONTROLLER_ENDPOINT_ANNOTATION, controller_lease_name
 from scalable_topics.protocol import ErrorCode
+from scalable_topics.store.informers import Informers
+from support.leases import SYSTEM_NAMESPACE, lease_object
 from support.memory_store import MemoryStore
 from support.wire_client import RequestFailed, WireClient
 
@@ -45,27 +46,19 @@ async def store() -> MemoryStore:
             "spec": {},
         }
     )
-    await memory.create(
-        {
-            "apiVersion": "coordination.k8s.io/v1",
-            "kind": "Lease",
-            "metadata": {
-                "name": controller_lease_name("orders"),
-                "namespace": "default",
-                "annotations": {CONTROLLER_ENDPOINT_ANNOTATION: LEADER},
-            },
-            "spec": {"holderIdentity": "controller-1", "leaseDurationSeconds": 15},
-        }
-    )
+    await memory.create(lease_object("controller-1", LEADER))  # another controller leads
     return memory
 
 
 async def serve(store: MemoryStore, with_grants: bool) -> AsyncIterator[WireClient]:
     clock = SystemClock()
+    informers = Informers(store, SYSTEM_NAMESPACE)  # type: ignore[arg-type]
+    informers.start()
+    await informers.wait_synced()
     grants = ProducerGrantCoordinators(store, NoBrokers(), clock) if with_grants else None  # type: ignore[arg-type]
     app = build_endpoint_app(
-        ConsumerCoordinators(store, clock),  # type: ignore[arg-type]
-        store,  # type: ignore[arg-type]
+        ConsumerCoordinators(store, informers, clock),  # type: ignore[arg-type]
+        informers,
         "controller-0",
         grants=grants,
     )
@@ -77,6 +70,7 @@ async def serve(store: MemoryStore, with_grants: bool) -> AsyncIterator[WireClie
     finally:
         await broker.close()
         await server.close()
+        await informers.stop()
 
 
 @pytest.fixture

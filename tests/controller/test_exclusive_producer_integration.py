@@ -31,7 +31,6 @@ from scalable_topics.model.resources import (
     ProducerStatus,
     ScalableTopic,
     Segment,
-    controller_lease_name,
 )
 from scalable_topics.model.scale_request import SPLIT_ANNOTATION
 from scalable_topics.protocol import (
@@ -48,6 +47,7 @@ from scalable_topics.store import EmbeddedStore
 from support.broker_process import BrokerProcess
 from support.controller_process import ControllerProcess
 from support.eventually import eventually
+from support.leases import topic_lease
 from support.servers import controller_config
 from support.wire_client import RequestFailed, WireClient
 
@@ -196,7 +196,7 @@ async def test_exclusive_fencing_waiting_and_split_children(
             granted = await amy.acquire_exclusive(1, TOPIC, "amy")
             assert isinstance(granted, ExclusiveGranted) and granted.producer_epoch == 1
             producer = await cluster.producer()
-            lease = await cluster.store.get("Lease", "default", controller_lease_name("orders"))
+            lease = await topic_lease(cluster.store, "default", "orders")
             assert producer == ProducerStatus(
                 epoch=1,
                 holder="amy",
@@ -392,7 +392,7 @@ async def test_a_leader_failover_keeps_the_holder(
             before = await cluster.producer()
             assert before is not None
 
-            lease = await cluster.store.get("Lease", "default", controller_lease_name("orders"))
+            lease = await topic_lease(cluster.store, "default", "orders")
             await cluster.stop_controller(lease["spec"]["holderIdentity"])
 
             async def adopted() -> bool:
@@ -468,7 +468,7 @@ async def test_a_killed_leader_is_replaced_and_the_holder_kept(
             before = (await topic()).status.producer
             assert before is not None
 
-            lease = await store.get("Lease", "default", controller_lease_name("orders"))
+            lease = await topic_lease(store, "default", "orders")
             processes[lease["spec"]["holderIdentity"]].kill()
 
             async def adopted() -> bool:

@@ -157,7 +157,8 @@ async def test_a_topic_being_deleted_and_its_segments_say_so(
 ) -> None:
     await cluster.store.create(topic_manifest(2))
     assert await cluster.lifecycle.reconcile("default", "orders")
-    await cluster.store.delete(ScalableTopic.KIND, "default", "orders")
+    marked = await cluster.store.delete(ScalableTopic.KIND, "default", "orders")
+    await until_cached(cluster.informers, marked)
     seen = []
     delete_segment = cluster.admin.delete_segment
 

@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 from aiohttp.test_utils import TestServer
-from dag_objects import SYSTEM_NAMESPACE, topic_lease
 
 from scalable_topics.controller.leader import ElectionTiming
 from scalable_topics.controller.manager import (
@@ -28,6 +27,7 @@ from scalable_topics.model.resources import ScalableTopic, Segment
 from scalable_topics.store import EmbeddedStore, NotFound
 from scalable_topics.store.kinds import EVENT, LEASE
 from support.eventually import eventually
+from support.leases import SYSTEM_NAMESPACE, topic_lease
 
 FAST = ElectionTiming(lease_duration=3, renew_deadline=2, retry_period=0.5)
 SHARDS = 4

@@ -19,10 +19,10 @@ from scalable_topics.model.scale_request import (
 )
 from scalable_topics.protocol import BatchMessage, SegmentSubscriptionType
 from scalable_topics.store import EmbeddedStore, NotFound
-from scalable_topics.store.kinds import LEASE
 from support.broker_process import BrokerProcess
 from support.controller_process import ControllerProcess
 from support.eventually import eventually
+from support.leases import topic_lease
 from support.wire_client import WireClient
 
 pytestmark = pytest.mark.slow
@@ -76,7 +76,7 @@ async def test_a_controller_killed_at_any_step_boundary_is_replaced_and_the_oper
 
                 async def faulty_leads_a_settled_topic(identity: str = faulty.identity) -> bool:
                     try:
-                        lease = await store.get(LEASE.kind, "default", "orders-controller")
+                        lease = await topic_lease(store, "default", "orders")
                     except NotFound:
                         return False
                     current = await topic()

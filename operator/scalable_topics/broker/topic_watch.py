@@ -16,12 +16,12 @@ been sent yet; a watch never sends the same view twice.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ..model.ownership import lease_endpoint, shard_of, shard_of_lease
-from ..model.resources import ScalableTopic
 from ..protocol import Command, Error, ErrorCode, TopicUpdate, WatchClosed
 from ..store import StoreError
 from ..store.informer import Change, Unsubscribe
@@ -284,9 +284,10 @@ class TopicWatchHub:
             try:
                 await self._informers.wait_synced()
                 read = self._read(feed.key)
-                if read[0] is None and answering and await self._in_store(feed.key):
-                    # Created a moment ago: answer once the cache has it, not "no topic".
-                    await self._informers.topics.wait_present(*feed.key)
+                if read[0] is None and answering:
+                    # Perhaps created a moment ago: ask the store before saying "no topic".
+                    with contextlib.suppress(StoreError):
+                        await self._informers.topics.catch_up(*feed.key)
                     read = self._read(feed.key)
                 self._publish(feed, answering, *read)
             except asyncio.CancelledError:
@@ -296,15 +297,6 @@ class TopicWatchHub:
                 log.exception("publishing topic %s to its watches failed", feed.name)
                 for watch in answering & feed.unanswered:
                     self._end(feed, watch, ErrorCode.INTERNAL_ERROR, f"internal error: {error}")
-
-    async def _in_store(self, key: TopicKey) -> bool:
-        """Whether the store holds a topic the cache does not show yet. A failure to ask
-        counts as no: the cache is all there is to answer from."""
-        try:
-            await self._informers.topics.store.get(ScalableTopic.KIND, *key)
-        except StoreError:  # NotFound included
-            return False
-        return True
 
     def _read(
         self, key: TopicKey

@@ -23,6 +23,7 @@ subscriptions, adding an entry only when one is missing.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from dataclasses import dataclass
 from datetime import datetime
@@ -151,11 +152,12 @@ class TopicConsumers:
 
     async def run(self) -> None:
         key = (self._namespace, self._name)
-        unsubscribes = [
-            self._informers.topics.subscribe_key(key, self._topic_changed),
-            self._informers.segments.subscribe_index(BY_TOPIC, key, self._segment_changed),
-        ]
+        unsubscribes = []
         try:
+            unsubscribes = [
+                self._informers.topics.subscribe_key(key, self._topic_changed),
+                self._informers.segments.subscribe_index(BY_TOPIC, key, self._segment_changed),
+            ]
             await self._start()
             await self._keep_settled()
         except Deposed as deposed:
@@ -239,7 +241,10 @@ class TopicConsumers:
         async with self._lock:
             self._refuse_if_closed()
             if subscription not in self._members:
-                await self._settle_for_request()  # the spec may have just declared it
+                # The spec may have just declared it: make sure the cache is not behind.
+                with contextlib.suppress(StoreError):
+                    await self._informers.topics.catch_up(self._namespace, self._name)
+                await self._settle_for_request()
             self._refuse_if_closed()
             self._check_subscription(subscription)
             key = (subscription, consumer_name)

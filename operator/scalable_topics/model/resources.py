@@ -25,7 +25,6 @@ TOPIC_LABEL = f"{GROUP}/topic"
 FINALIZER = f"{GROUP}/cleanup"
 # On the Lease `<topic>-controller`: where the topic's elected controller takes registrations.
 CONTROLLER_ENDPOINT_ANNOTATION = f"{GROUP}/controller-endpoint"
-CONTROLLER_LEASE_SUFFIX = "-controller"
 MAX_INITIAL_SEGMENTS = (
     1024  # a manifest's bound: each segment is an object and a log; splits go further
 )
@@ -434,8 +433,3 @@ class Segment(Wire):
 def segment_object_name(topic: str, segment_descriptor: str) -> str:
     """The Segment resource's name: ``<topic>-<descriptor>``."""
     return f"{topic}-{segment_descriptor}"
-
-
-def controller_lease_name(topic: str) -> str:
-    """The Lease a topic's controllers campaign for, in the topic's namespace."""
-    return f"{topic}{CONTROLLER_LEASE_SUFFIX}"

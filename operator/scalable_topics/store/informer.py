@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..tasks import cancel_and_wait
-from .errors import Expired, StoreClosed, StoreError
+from .errors import Expired, NotFound, StoreClosed, StoreError
 from .port import EventType, Object, Store, WatchEvent
 
 log = logging.getLogger(__name__)
@@ -71,6 +71,14 @@ def key_of(obj: Object) -> Key:
 
 def resource_version_of(obj: Object) -> str:
     return str(obj["metadata"].get("resourceVersion", ""))
+
+
+def _version(obj: Object | None) -> str | None:
+    return None if obj is None else resource_version_of(obj)
+
+
+def _moved_from(version: str | None) -> Callable[[Object | None], bool]:
+    return lambda obj: _version(obj) != version
 
 
 class Informer:
@@ -206,6 +214,23 @@ class Informer:
         for an object the store was just seen to hold."""
         await self._wait_for(namespace, name, lambda obj: obj is not None, at_most)
         return (namespace, name) in self._cache
+
+    async def catch_up(self, namespace: str, name: str, at_most: float = 10.0) -> Object | None:
+        """Read the object from the store and wait (at most ``at_most`` seconds) until the cache
+        holds that version; the cached object then. For the rare request the cache cannot
+        answer yet (an object created or changed a moment ago), not for every read."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + at_most
+        while True:
+            try:
+                stored: Object | None = await self._store.get(self.kind, namespace, name)
+            except NotFound:
+                stored = None
+            cached = self._cache.get((namespace, name))
+            left = deadline - loop.time()
+            if _version(stored) == _version(cached) or left <= 0:
+                return cached
+            await self._wait_for(namespace, name, _moved_from(_version(cached)), left)
 
     async def _wait_for(
         self,
