@@ -20,6 +20,7 @@ from scalable_topics.client.errors import (
 from scalable_topics.model.hashing import hash_key
 from scalable_topics.model.layout import SegmentLayout
 from scalable_topics.protocol import EndOfSegment, MessageId, SegmentSubscriptionType
+from scalable_topics.store.informers import Informers
 from support.inprocess_service import Service, running_service
 from support.wire_client import WireClient
 
@@ -167,6 +168,12 @@ async def test_a_segment_placed_on_a_broker_that_has_not_opened_it_is_waited_for
                 Segment.KIND, "default", segment.metadata.name, {"status": {"broker": broker}}
             )
 
+            def placed(caches: Informers) -> bool:
+                cached = caches.segments.get("default", segment.metadata.name) or {}
+                return (cached.get("status") or {}).get("broker") == broker
+
+            await service.brokers_show(placed, f"segment 0 placed on {broker}")
+
         await place(elsewhere)
         async with Client(service.url) as client:
             opening = asyncio.create_task(client.create_producer(TOPIC))
@@ -190,6 +197,12 @@ async def test_a_producer_opening_on_a_deleted_topic_fails_with_not_found(tmp_pa
         await service.store.patch_status(
             Segment.KIND, "default", segment.metadata.name, {"status": {"broker": elsewhere}}
         )
+
+        def moved(caches: Informers) -> bool:
+            cached = caches.segments.get("default", segment.metadata.name) or {}
+            return (cached.get("status") or {}).get("broker") == elsewhere
+
+        await service.brokers_show(moved, "segment 0 placed elsewhere")
         async with Client(service.url, operation_timeout=60) as client:
             opening = asyncio.create_task(client.create_producer(TOPIC))
             await asyncio.sleep(0.5)  # asking the broker that lacks the segment

@@ -6,13 +6,14 @@ import asyncio
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import pytest
 from aiohttp.test_utils import TestServer
 from topic_cluster import controller_informers, until_cached
 
-from scalable_topics.admin.broker_admin import BrokerAdmin
+from scalable_topics.admin.broker_admin import BROKER_FULL_STATUS, BrokerAdmin, BrokerAdminError
 from scalable_topics.controller.brokers import registered_brokers
 from scalable_topics.controller.lifecycle import LeaderIdentity, TopicLifecycle
 from scalable_topics.model.clock import SystemClock
@@ -178,3 +179,32 @@ async def test_a_topic_being_deleted_and_its_segments_say_so(
     assert await cluster.lifecycle.reconcile("default", "orders")
     assert seen == [("Deleting", "Deleting", "False", "Deleting")] * 2
     assert (await cluster.store.list(ScalableTopic.KIND)).items == []
+
+
+async def test_a_segment_a_full_broker_refused_is_placed_again(
+    cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The heartbeats said it had room, but it filled meanwhile: it refuses (507 BrokerFull),
+    holds nothing of the segment, and the next pass places it anew."""
+    create_segment = cluster.admin.create_segment
+    refused: list[str] = []
+
+    async def full_once(url: str, *args: Any, **options: Any) -> dict[str, Any]:
+        if not refused:
+            refused.append(url)
+            raise BrokerAdminError(BROKER_FULL_STATUS, "BrokerFull", "this broker hosts 0")
+        return await create_segment(url, *args, **options)
+
+    monkeypatch.setattr(cluster.admin, "create_segment", full_once)
+    await cluster.store.create(topic_manifest(1))
+    with pytest.raises(BrokerAdminError):
+        await cluster.lifecycle.reconcile("default", "orders")
+    [segment] = [
+        Segment.model_validate(o) for o in cluster.informers.segments_of("default", "orders")
+    ]
+    assert segment.status.broker is None  # the placement is forgotten
+    assert await cluster.lifecycle.reconcile("default", "orders")
+    [segment] = [
+        Segment.model_validate(o) for o in cluster.informers.segments_of("default", "orders")
+    ]
+    assert segment.status.broker is not None and segment.status.state == "Active"

@@ -4,6 +4,7 @@ import pytest
 
 from scalable_topics.model.placement import (
     BrokerInfo,
+    NoBrokerCapacity,
     NoLiveBroker,
     broker_lease_name,
     choose_broker,
@@ -13,10 +14,21 @@ NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def broker(
-    name: str, segments: int, rate: float = 0.0, age: float = 1.0, holder: bool = True
+    name: str,
+    segments: int,
+    rate: float = 0.0,
+    age: float = 1.0,
+    holder: bool = True,
+    capacity: int | None = None,
 ) -> BrokerInfo:
     return BrokerInfo(
-        name if holder else "", f"ws://{name}", segments, rate, NOW - timedelta(seconds=age), 15
+        name if holder else "",
+        f"ws://{name}",
+        segments,
+        rate,
+        NOW - timedelta(seconds=age),
+        15,
+        capacity,
     )
 
 
@@ -38,6 +50,15 @@ def test_planned_placements_count_before_they_are_reported() -> None:
 def test_released_or_expired_brokers_are_not_live() -> None:
     with pytest.raises(NoLiveBroker, match="2 registered"):
         choose_broker([broker("b1", 0, holder=False), broker("b2", 0, age=15)], NOW)
+
+
+def test_a_full_broker_gets_nothing_more_and_all_full_says_so() -> None:
+    brokers = [broker("b1", 3, capacity=3), broker("b2", 9, capacity=10)]
+    assert choose_broker(brokers, NOW).identity == "b2"  # b1 has fewer, but no room
+    with pytest.raises(NoBrokerCapacity, match="every live broker"):
+        choose_broker(brokers, NOW, planned={"b2": 1})
+    unknown = [broker("b1", 3, capacity=3), broker("b3", 50)]  # b3 announces no capacity
+    assert choose_broker(unknown, NOW).identity == "b3"
 
 
 def test_lease_names_are_dns_subdomains() -> None:

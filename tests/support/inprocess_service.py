@@ -4,15 +4,15 @@ loopback and a controller, for client tests that need splits and merges but no p
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import random
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from aiohttp.test_utils import TestServer
 
+from scalable_topics.broker.topic_admin import INFORMERS_KEY
 from scalable_topics.controller.leader import ElectionTiming
 from scalable_topics.controller.manager import ControllerManager
 from scalable_topics.model.layout import SegmentLayout
@@ -23,7 +23,10 @@ from scalable_topics.model.scale_request import (
     SPLIT_ANNOTATION,
 )
 from scalable_topics.store import EmbeddedStore
+from scalable_topics.store.informers import Informers
+from scalable_topics.tasks import cancel_and_wait
 
+from .eventually import eventually
 from .servers import broker_server, controller_config
 
 TIMEOUT = 30.0  # bounds a failing test only
@@ -37,6 +40,12 @@ class Service:
     @property
     def url(self) -> str:
         return ",".join(f"ws://127.0.0.1:{server.port}" for server in self.brokers)
+
+    async def brokers_show(self, check: Callable[[Informers], bool], what: str) -> None:
+        """Wait until every broker's caches of the store pass ``check``: after a write a
+        client must see through them (a DAG watch answers from the caches)."""
+        caches = [server.app[INFORMERS_KEY] for server in self.brokers]
+        await eventually(lambda: all(check(c) for c in caches), what)
 
     async def create_topic(
         self,
@@ -124,8 +133,6 @@ async def running_service(tmp_path: Path, brokers: int = 2) -> AsyncIterator[Ser
         try:
             yield Service(store, servers)
         finally:
-            running.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await running
+            await cancel_and_wait(running)
             for server in servers:
                 await server.close()

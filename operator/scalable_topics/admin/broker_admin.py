@@ -19,6 +19,10 @@ from ..protocol import InitialPosition
 _TIMEOUT = aiohttp.ClientTimeout(total=30)
 
 
+# The broker hosts as many segments as it can (code BrokerFull): the segment goes elsewhere.
+BROKER_FULL_STATUS = 507
+
+
 class BrokerAdminError(Exception):
     """The broker answered with an error; ``code`` is the wire protocol's error code."""
 

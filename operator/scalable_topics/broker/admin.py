@@ -23,7 +23,7 @@ from pydantic.alias_generators import to_camel
 from ..protocol import ErrorCode, InitialPosition
 from .errors import BrokerError
 from .registry import SegmentRegistry
-from .segment import HostedSegment, SegmentBusy, SegmentError
+from .segment import BrokerFull, HostedSegment, SegmentBusy, SegmentError
 
 _STATUS = {
     ErrorCode.SEGMENT_NOT_FOUND: 404,
@@ -35,6 +35,7 @@ _STATUS = {
     ErrorCode.INTERNAL_ERROR: 500,
 }
 REGISTRY_KEY = web.AppKey("segment_registry", SegmentRegistry)
+BROKER_FULL = "BrokerFull"  # a code of this API only: no client ever creates a segment
 TOKEN_KEY = web.AppKey("admin_token", str)
 
 
@@ -200,6 +201,8 @@ async def admin_errors(request: web.Request, handler: Handler) -> web.StreamResp
                 )
     try:
         return await handler(request)
+    except BrokerFull as error:
+        return web.json_response({"code": BROKER_FULL, "message": str(error)}, status=507)
     except BrokerError as error:
         return _error(error.code, str(error))
 

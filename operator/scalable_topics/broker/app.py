@@ -26,7 +26,7 @@ from .orphan_storage import reclaim_until_done, store_knows_broker
 from .registration import Registration
 from .registry import SegmentRegistry
 from .session import Session
-from .topic_admin import STORE_KEY, add_topic_routes
+from .topic_admin import INFORMERS_KEY, STORE_KEY, add_topic_routes
 from .topic_watch import TopicWatchHub
 
 log = logging.getLogger(__name__)
@@ -75,6 +75,7 @@ def build_app(
         cached = Informers(backend, config.system_namespace) if informers is None else informers
         if own_informers:
             cached.start()
+        app[INFORMERS_KEY] = cached
         markers = DrainMarkers(backend, cached)
         await markers.start()
         registry = SegmentRegistry(config, markers)
@@ -89,7 +90,9 @@ def build_app(
         known = await store_knows_broker(
             backend, config.system_namespace, config.identity, len(list(registry))
         )
-        registration = Registration(backend, config, lambda: _load(registry))
+        registration = Registration(
+            backend, config, lambda: _load(registry), registry.capacity, cached
+        )
         await registration.start()
         # Storage of segments deleted while this broker was away.
         reclaiming = (
@@ -100,7 +103,12 @@ def build_app(
             else None
         )
         retention = asyncio.get_running_loop().create_task(_retention_loop(registry, config))
-        log.info("broker %s serving %s", config.identity, config.url)
+        log.info(
+            "broker %s serving %s; it hosts up to %d segments",
+            config.identity,
+            config.url,
+            registry.capacity,
+        )
         try:
             yield
         finally:

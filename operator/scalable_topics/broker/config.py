@@ -46,6 +46,17 @@ class BrokerConfig(BaseModel):
         default=5.0, gt=0, description="how often the broker renews its Lease"
     )
     auth_token: str | None = Field(default=None, description="when set, clients must present it")
+    max_segments: int | None = Field(
+        default=None,
+        ge=0,
+        description="host at most this many segments (default: as many as the open-files "
+        "limit allows, see broker/open_files.py)",
+    )
+    max_open_files: int | None = Field(
+        default=None,
+        ge=1,
+        description="raise the open-files limit to this at start (default: the hard limit)",
+    )
 
     @property
     def url(self) -> str:

@@ -15,10 +15,10 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from ..store import BudgetedStore, Priority
+from ..store.metrics import register_store_collectors
 from .admin import REGISTRY_KEY
 from .registry import SegmentRegistry
-from .topic_admin import STORE_KEY
+from .topic_admin import INFORMERS_KEY, STORE_KEY
 
 _SEGMENT = ["namespace", "topic", "segment"]
 _SUBSCRIPTION = [*_SEGMENT, "subscription"]
@@ -96,49 +96,6 @@ class SegmentCollector(Collector):
         )
 
 
-class StoreRequestCollector(Collector):
-    """The store client's requests and its waits for the request budget (in ``stctl
-    standalone``, the whole process's: controller and broker share one client)."""
-
-    def __init__(self, store: BudgetedStore) -> None:
-        self._store = store
-
-    def collect(self) -> Iterator[Metric]:
-        requests = CounterMetricFamily(
-            "st_store_requests", "store requests sent, by verb and kind", labels=["verb", "kind"]
-        )
-        for (verb, kind), count in sorted(self._store.requests.items()):
-            requests.add_metric([verb, kind], count)
-        budget = self._store.budget
-        waits = CounterMetricFamily(
-            "st_store_request_waits",
-            "store requests that waited for the request budget",
-            labels=["priority"],
-        )
-        wait_seconds = CounterMetricFamily(
-            "st_store_request_wait_seconds",
-            "seconds store requests waited for the request budget",
-            labels=["priority"],
-        )
-        waiting = GaugeMetricFamily(
-            "st_store_requests_waiting",
-            "store requests waiting for the request budget now",
-            labels=["priority"],
-        )
-        for priority in Priority:
-            label = [priority.name.lower()]
-            waits.add_metric(label, budget.waited[priority])
-            wait_seconds.add_metric(label, budget.wait_seconds[priority])
-            waiting.add_metric(label, budget.waiting(priority))
-        qps = GaugeMetricFamily(
-            "st_store_budget_qps", "store requests per second allowed (0: unlimited)"
-        )
-        qps.add_metric([], budget.settings.qps)
-        burst = GaugeMetricFamily("st_store_budget_burst", "store requests allowed at once")
-        burst.add_metric([], budget.settings.burst)
-        yield from (requests, waits, wait_seconds, waiting, qps, burst)
-
-
 _METRICS_KEY = web.AppKey("metrics_registry", CollectorRegistry)
 
 
@@ -147,8 +104,8 @@ async def metrics_handler(request: web.Request) -> web.Response:
     if metrics is None:
         metrics = CollectorRegistry()
         metrics.register(SegmentCollector(request.app[REGISTRY_KEY]))
-        store = request.app.get(STORE_KEY)
-        if isinstance(store, BudgetedStore):
-            metrics.register(StoreRequestCollector(store))
+        register_store_collectors(
+            metrics, request.app.get(STORE_KEY), request.app.get(INFORMERS_KEY)
+        )
         request.app[_METRICS_KEY] = metrics
     return web.Response(body=generate_latest(metrics), content_type="text/plain", charset="utf-8")

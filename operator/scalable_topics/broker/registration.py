@@ -11,12 +11,14 @@ from collections.abc import Callable
 
 from ..model.clock import SystemClock
 from ..model.placement import (
+    BROKER_CAPACITY_ANNOTATION,
     BROKER_MSG_RATE_ANNOTATION,
     BROKER_SEGMENTS_ANNOTATION,
     BROKER_URL_ANNOTATION,
     broker_lease_name,
 )
-from ..store import LeaseLock, Store, StoreError
+from ..store import LeaseLock, Object, Store, StoreError
+from ..store.informers import Informers
 from ..tasks import cancel_and_wait
 from .config import BrokerConfig
 
@@ -27,8 +29,15 @@ LEASE_MULTIPLE = 3  # a broker is given up after missing about three heartbeats
 
 class Registration:
     def __init__(
-        self, store: Store, config: BrokerConfig, load: Callable[[], tuple[int, float]]
+        self,
+        store: Store,
+        config: BrokerConfig,
+        load: Callable[[], tuple[int, float]],
+        capacity: int | None = None,
+        informers: Informers | None = None,
     ) -> None:
+        """``capacity`` (segments it can host) is announced for placement; with
+        ``informers``, the Lease is read from their cache (a beat then costs one write)."""
         self._config = config
         self._load = load
         duration = max(1, round(config.heartbeat_seconds * LEASE_MULTIPLE))
@@ -39,11 +48,22 @@ class Registration:
             config.identity,
             duration,
             SystemClock(asyncio.get_running_loop().time),
-            {BROKER_URL_ANNOTATION: config.url},
+            {
+                BROKER_URL_ANNOTATION: config.url,
+                **({} if capacity is None else {BROKER_CAPACITY_ANNOTATION: str(capacity)}),
+            },
+            read=None if informers is None else self._cached(informers),
         )
+        self._informers = informers
         self._task: asyncio.Task[None] | None = None
 
+    def _cached(self, informers: Informers) -> Callable[[], Object | None]:
+        namespace, name = self._config.system_namespace, broker_lease_name(self._config.identity)
+        return lambda: informers.leases.get(namespace, name)
+
     async def start(self) -> None:
+        if self._informers is not None:
+            await self._informers.leases.wait_synced()
         await self._beat()
         self._task = asyncio.get_running_loop().create_task(self._run(), name="broker heartbeat")
 

@@ -17,8 +17,11 @@ from ..model.resources import NAME_PATTERN
 from ..model.segment import parse_descriptor
 from ..protocol import ErrorCode, InitialPosition
 from .config import BrokerConfig
-from .segment import DrainGate, HostedSegment, SegmentError, SegmentKey
+from .open_files import FILES_PER_SEGMENT, open_files_limit, segment_capacity
+from .segment import BrokerFull, DrainGate, HostedSegment, SegmentError, SegmentKey
 from .segment_meta import SegmentMeta
+from .storage.durable_fs import DirectoryLock
+from .storage.errors import StorageLocked
 
 log = logging.getLogger(__name__)
 
@@ -44,20 +47,44 @@ def split_topic(topic: str) -> tuple[str, str]:
     return namespace, name
 
 
+DATA_LOCK_FILE = "broker.lock"
+
+
+class DataDirectoryInUse(Exception):
+    """Another broker holds the data directory: two would write the same segment files."""
+
+
 class SegmentRegistry:
-    def __init__(self, config: BrokerConfig, gate: DrainGate) -> None:
+    def __init__(self, config: BrokerConfig, gate: DrainGate, capacity: int | None = None) -> None:
+        """``capacity``: the segments this broker may host (None: its open files decide, see
+        open_files.py), the lower of it and ``config.max_segments``."""
         self._config = config
         self._gate = gate
+        limits = [segment_capacity(open_files_limit()) if capacity is None else capacity]
+        if config.max_segments is not None:
+            limits.append(config.max_segments)
+        self.capacity = min(limits)
         self._root = config.data_dir / "segments"
         self._segments: dict[SegmentKey, HostedSegment] = {}
         self._lock = asyncio.Lock()
+        self._data_lock: DirectoryLock | None = None
 
     async def start(self) -> None:
+        """Lock the data directory (one broker per directory: its segments then take no locks
+        of their own), then open every segment in it."""
         self._root.mkdir(parents=True, exist_ok=True)
+        try:
+            self._data_lock = DirectoryLock(self._config.data_dir, DATA_LOCK_FILE)
+        except StorageLocked:
+            raise DataDirectoryInUse(
+                f"the data directory {self._config.data_dir} is in use by another broker"
+            ) from None
         for directory in sorted(self._root.glob("*/*/*")):
             if not directory.is_dir():
                 continue
-            segment = await HostedSegment.open(directory, self._config, self._gate)
+            segment = await HostedSegment.open(
+                directory, self._config, self._gate, locked_by_owner=True
+            )
             self._segments[segment.key] = segment
             log.info("opened segment %s (last entry %d)", segment.key, segment.last_entry_id)
 
@@ -120,6 +147,12 @@ class SegmentRegistry:
                 if producer_epoch >= current[0] and (producer_epoch, holder) != current:
                     await existing.fence(producer_epoch, holder)
                 return existing, False
+            if len(self._segments) >= self.capacity:
+                raise BrokerFull(
+                    f"this broker hosts {len(self._segments)} segments, its capacity (at "
+                    f"{FILES_PER_SEGMENT} open files each, or --max-segments): create "
+                    f"{namespace}/{topic} {descriptor} on another broker"
+                )
             meta = SegmentMeta(
                 namespace,
                 topic,
@@ -138,6 +171,7 @@ class SegmentRegistry:
                 subscriptions,
                 self._config,
                 self._gate,
+                locked_by_owner=True,
             )
             self._segments[key] = segment
             return segment, True
@@ -164,6 +198,9 @@ class SegmentRegistry:
             except Exception:
                 log.exception("closing segment %s failed", segment.key)
         self._segments.clear()
+        if self._data_lock is not None:
+            self._data_lock.release()
+            self._data_lock = None
 
     @staticmethod
     def _parse(descriptor: str) -> tuple[int, HashRange]:

@@ -39,6 +39,14 @@ class SegmentError(BrokerError):
     pass
 
 
+class BrokerFull(SegmentError):
+    """The broker hosts as many segments as its open files allow (broker/open_files.py); on the
+    segment admin API, 507 with code ``BrokerFull``, so the controller places it elsewhere."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(ErrorCode.SERVICE_NOT_READY, message)
+
+
 class SegmentBusy(SegmentError):
     """A conditional fence refused: ``producers`` (names) are connected to the segment."""
 
@@ -150,32 +158,43 @@ class HostedSegment:
         subscriptions: list[str],
         config: BrokerConfig,
         gate: DrainGate,
+        locked_by_owner: bool = False,
     ) -> HostedSegment:
-        """Create the segment's storage with ``subscriptions`` at Earliest."""
+        """Create the segment's storage with ``subscriptions`` at Earliest. With
+        ``locked_by_owner`` (a broker holding its data directory's lock) the log and cursor
+        directories take no locks, nor the open files they cost."""
         await asyncio.to_thread(directory.mkdir, parents=True, exist_ok=False)
         await save_meta(directory, meta)
-        segment = await cls._open(directory, meta, config, gate)
+        segment = await cls._open(directory, meta, config, gate, locked_by_owner)
         for name in subscriptions:
             await segment.create_subscription(name, InitialPosition.EARLIEST)
         return segment
 
     @classmethod
-    async def open(cls, directory: Path, config: BrokerConfig, gate: DrainGate) -> HostedSegment:
+    async def open(
+        cls, directory: Path, config: BrokerConfig, gate: DrainGate, locked_by_owner: bool = False
+    ) -> HostedSegment:
         """Open a segment this broker created before (after a restart or a crash)."""
-        return await cls._open(directory, load_meta(directory), config, gate)
+        return await cls._open(directory, load_meta(directory), config, gate, locked_by_owner)
 
     @classmethod
     async def _open(
-        cls, directory: Path, meta: SegmentMeta, config: BrokerConfig, gate: DrainGate
+        cls,
+        directory: Path,
+        meta: SegmentMeta,
+        config: BrokerConfig,
+        gate: DrainGate,
+        locked_by_owner: bool,
     ) -> HostedSegment:
         segment_log = await SegmentLog.open(
             directory / "log",
             sync=SyncPolicy.named(config.sync),
             max_record_bytes=config.max_frame_bytes,
             file_bytes=config.log_file_bytes,
+            locked_by_owner=locked_by_owner,
         )
         try:
-            cursors = await CursorStore.open(directory / "cursors")
+            cursors = await CursorStore.open(directory / "cursors", locked_by_owner=locked_by_owner)
         except BaseException:
             await segment_log.close()
             raise

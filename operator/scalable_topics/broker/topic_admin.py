@@ -47,9 +47,11 @@ from ..model.layout import ChangeKind
 from ..model.resources import OperationResult
 from ..protocol import ErrorCode
 from ..store import AlreadyExists, NotFound, Store, StoreError
+from ..store.informers import Informers
 from .admin import TOKEN_KEY
 
 STORE_KEY: web.AppKey[Store] = web.AppKey("topic_admin_store")
+INFORMERS_KEY: web.AppKey[Informers] = web.AppKey("informers")
 _BROKERS_KEY = web.AppKey("topic_admin_brokers", BrokerAdmin)
 ALREADY_EXISTS = "AlreadyExists"  # not a wire ErrorCode: only this API creates things
 TIMEOUT = "Timeout"

@@ -14,6 +14,8 @@ def _run_broker(args: argparse.Namespace) -> int:
 
     from ..broker.app import run
     from ..broker.config import BrokerConfig
+    from ..broker.open_files import OpenFilesLimitError, raise_open_files_limit
+    from ..broker.registry import DataDirectoryInUse
     from ..listening import bound_address, listening_socket, write_address_file
     from .store_flags import store_budget
 
@@ -33,10 +35,17 @@ def _run_broker(args: argparse.Namespace) -> int:
             broker_id=args.broker_id,
             sync=args.sync,
             auth_token=args.auth_token,
+            max_segments=args.max_segments,
+            max_open_files=args.max_open_files,
         )
     except ValidationError as error:
         print(f"stctl broker: invalid settings: {error}", file=sys.stderr)
         return 2
+    try:
+        raise_open_files_limit(config.max_open_files)
+    except OpenFilesLimitError as error:
+        print(f"stctl broker: {error}", file=sys.stderr)
+        return 1
     # Bound before the broker starts, so that with --port 0 it registers the port it has.
     try:
         sock = listening_socket(config.host, config.port)
@@ -55,7 +64,11 @@ def _run_broker(args: argparse.Namespace) -> int:
             sock.close()
             print(f"stctl broker: cannot write {args.address_file}: {error}", file=sys.stderr)
             return 1
-    run(config, sock=sock, stop_on_stdin_eof=args.stop_on_stdin_eof)
+    try:
+        run(config, sock=sock, stop_on_stdin_eof=args.stop_on_stdin_eof)
+    except DataDirectoryInUse as error:
+        print(f"stctl broker: {error}", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -97,6 +110,20 @@ def add_broker(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="when the log fsyncs: batch (before acknowledging, the default), interval, none",
     )
     broker.add_argument("--auth-token", help="require this token from clients and admin requests")
+    broker.add_argument(
+        "--max-open-files",
+        type=int,
+        metavar="N",
+        help="raise the open-files limit to N at start (default: to the hard limit); a hosted "
+        "segment keeps 3 files open, so this bounds the segments the broker hosts",
+    )
+    broker.add_argument(
+        "--max-segments",
+        type=int,
+        metavar="N",
+        help="host at most N segments (default: as many as the open files allow); past it, "
+        "new segments are refused (507 BrokerFull) and placed on other brokers",
+    )
     broker.add_argument(
         "--stop-on-stdin-eof",
         action="store_true",

@@ -4,6 +4,7 @@ cache of the system namespace's Leases)."""
 from __future__ import annotations
 
 from ..model.placement import (
+    BROKER_CAPACITY_ANNOTATION,
     BROKER_LEASE_PREFIX,
     BROKER_MSG_RATE_ANNOTATION,
     BROKER_SEGMENTS_ANNOTATION,
@@ -32,6 +33,11 @@ def registered_brokers(informers: Informers) -> list[BrokerInfo]:
                 msg_rate_in=float(annotations.get(BROKER_MSG_RATE_ANNOTATION, "0")),
                 renewed_at=parse_time(renewed) if renewed else None,
                 lease_seconds=int(spec.get("leaseDurationSeconds") or 0),
+                capacity=_count(annotations.get(BROKER_CAPACITY_ANNOTATION)),
             )
         )
     return brokers
+
+
+def _count(value: object) -> int | None:
+    return int(value) if isinstance(value, str) and value.isdecimal() else None

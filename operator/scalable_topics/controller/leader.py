@@ -115,10 +115,21 @@ class LeaderElector:
 
     async def _campaign(self) -> None:
         # Polling is the protocol: a lease expires by not being renewed, which nothing announces.
-        while not (self._may_acquire() and await self._attempt()):  # noqa: ASYNC110
+        while True:
+            if self._may_acquire():
+                if await self._attempt():
+                    return
+            else:
+                await self._observe()  # it may be allowed later: know how long it was unrenewed
             await asyncio.sleep(
                 self._timing.retry_period * (1 + (JITTER_FACTOR - 1) * self._jitter())
             )
+
+    async def _observe(self) -> None:
+        try:
+            await self._lock.observe()
+        except StoreError:
+            log.debug("lease %s: reading it failed", self._lock.identity, exc_info=True)
 
     async def _keep_renewing(self) -> None:
         """Return once the lease could not be renewed for ``renew_deadline``."""

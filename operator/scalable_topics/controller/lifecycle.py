@@ -33,7 +33,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..admin.broker_admin import BrokerAdmin, BrokerUnreachable
+from ..admin.broker_admin import (
+    BROKER_FULL_STATUS,
+    BrokerAdmin,
+    BrokerAdminError,
+    BrokerUnreachable,
+)
 from ..model.clock import Clock
 from ..model.conditions import Condition, set_condition
 from ..model.layout import SegmentLayout
@@ -202,21 +207,34 @@ class TopicLifecycle:
             )
         retention = topic.spec.retention
         descriptor = segment.metadata.name.removeprefix(f"{segment.spec.topic}-")
-        await self._admin.create_segment(
-            broker,
-            namespace,
-            segment.spec.topic,
-            descriptor,
-            parents=segment.spec.parents,
-            subscriptions=segment.spec.subscriptions,
-            producer_epoch=topic.status.producer.epoch if topic.status.producer else 0,
-            producer_holder=topic.status.producer.holder if topic.status.producer else None,
-            retention=(
-                (retention.max_size_bytes, retention.max_age_seconds)
-                if retention is not None
-                else (None, None)
-            ),
-        )
+        try:
+            await self._admin.create_segment(
+                broker,
+                namespace,
+                segment.spec.topic,
+                descriptor,
+                parents=segment.spec.parents,
+                subscriptions=segment.spec.subscriptions,
+                producer_epoch=topic.status.producer.epoch if topic.status.producer else 0,
+                producer_holder=topic.status.producer.holder if topic.status.producer else None,
+                retention=(
+                    (retention.max_size_bytes, retention.max_age_seconds)
+                    if retention is not None
+                    else (None, None)
+                ),
+            )
+        except BrokerAdminError as error:
+            if error.status == BROKER_FULL_STATUS:
+                # It refused to make it, so it holds none of it: the next pass places the
+                # segment on a broker with room (the heartbeats said this one had some).
+                await self._store.patch_status(
+                    Segment.KIND,
+                    namespace,
+                    segment.metadata.name,
+                    {"status": {"broker": None, "state": None}},
+                    resource_version=raw["metadata"]["resourceVersion"],
+                )
+            raise
         if not active:
             await self._admin.terminate_segment(broker, namespace, segment.spec.topic, descriptor)
         if not record_state:

@@ -140,7 +140,9 @@ class ControllerManager:
                     clock,
                     self._lead_shard,
                 )
-                self.metrics.follow(lambda: len(supervisor.led), lambda: len(ownership.held))
+                self.metrics.follow(
+                    lambda: len(supervisor.led), lambda: len(ownership.held), self._store, informers
+                )
                 unsubscribe = informers.topics.subscribe(self._topic_changed)
                 try:
                     async with self._serving(coordinators, grants, informers):

@@ -12,6 +12,10 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
+from ..store import Store
+from ..store.informers import Informers
+from ..store.metrics import register_store_collectors
+
 
 class ControllerMetrics:
     def __init__(self) -> None:
@@ -53,9 +57,17 @@ class ControllerMetrics:
             if sample.name.endswith("_total") and sample.labels.get("class") == label
         )
 
-    def follow(self, led_topics: Callable[[], int], led_shards: Callable[[], int]) -> None:
+    def follow(
+        self,
+        led_topics: Callable[[], int],
+        led_shards: Callable[[], int],
+        store: Store,
+        informers: Informers,
+    ) -> None:
+        """Report these gauges, and the process's store requests and informers."""
         self._led_topics.set_function(led_topics)
         self._led_shards.set_function(led_shards)
+        register_store_collectors(self.registry, store, informers)
 
     async def handler(self, _: web.Request) -> web.Response:
         body = generate_latest(self.registry)

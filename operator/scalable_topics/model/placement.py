@@ -17,6 +17,7 @@ from .resources import GROUP
 BROKER_URL_ANNOTATION = f"{GROUP}/broker-url"
 BROKER_SEGMENTS_ANNOTATION = f"{GROUP}/segments"
 BROKER_MSG_RATE_ANNOTATION = f"{GROUP}/msg-rate-in"
+BROKER_CAPACITY_ANNOTATION = f"{GROUP}/segment-capacity"
 BROKER_LEASE_PREFIX = "broker-"
 
 
@@ -28,6 +29,15 @@ class NoLiveBroker(Exception):
         )
 
 
+class NoBrokerCapacity(NoLiveBroker):
+    def __init__(self, live: int) -> None:
+        Exception.__init__(
+            self,
+            f"every live broker ({live}) hosts as many segments as it can; start a broker, or "
+            "give brokers more open files (--max-open-files)",
+        )
+
+
 @dataclass(frozen=True, slots=True)
 class BrokerInfo:
     identity: str
@@ -36,6 +46,10 @@ class BrokerInfo:
     msg_rate_in: float
     renewed_at: datetime | None
     lease_seconds: int
+    capacity: int | None = None  # segments it can host; None: it does not say
+
+    def has_room(self, planned: int = 0) -> bool:
+        return self.capacity is None or self.segments + planned < self.capacity
 
     def is_live(self, now: datetime) -> bool:
         return (
@@ -48,14 +62,18 @@ class BrokerInfo:
 def choose_broker(
     brokers: list[BrokerInfo], now: datetime, planned: dict[str, int] | None = None
 ) -> BrokerInfo:
-    """The live broker hosting the fewest segments (counting ``planned`` placements not yet
-    reported), then the lowest message rate, then the name, so the choice is deterministic."""
+    """The live broker with room hosting the fewest segments (counting ``planned`` placements
+    not yet reported), then the lowest message rate, then the name, so the choice is
+    deterministic."""
     extra = planned or {}
     live = [b for b in brokers if b.is_live(now)]
     if not live:
         raise NoLiveBroker(len(brokers))
+    roomy = [b for b in live if b.has_room(extra.get(b.identity, 0))]
+    if not roomy:
+        raise NoBrokerCapacity(len(live))
     return min(
-        live, key=lambda b: (b.segments + extra.get(b.identity, 0), b.msg_rate_in, b.identity)
+        roomy, key=lambda b: (b.segments + extra.get(b.identity, 0), b.msg_rate_in, b.identity)
     )
 
 

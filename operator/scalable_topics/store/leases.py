@@ -154,6 +154,14 @@ class LeaseLock:
         )
         return await self._write(lease, wanted)
 
+    async def observe(self) -> None:
+        """Read the lease and note whether it changed, without trying to take it: a candidate
+        that may not campaign now keeps its expiry clock running, so it can take the lease
+        as soon as it may (from a cache, this costs no request)."""
+        lease = await self._read()
+        if lease is not None:
+            self._observe(LeaseRecord.from_object(lease))
+
     async def release(self) -> bool:
         """Give the lease up if this candidate holds it; True when it no longer does."""
         if not self.is_leader:

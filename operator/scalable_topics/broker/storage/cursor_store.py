@@ -108,14 +108,15 @@ class CursorStore:
         *,
         compact_bytes: int = DEFAULT_COMPACT_BYTES,
         executor: Executor | None = None,
+        locked_by_owner: bool = False,
     ) -> CursorStore:
         """Open the store in ``directory``, creating it if needed, and recover it after a crash.
         A journal record that is intact but does not hold a valid state raises
-        StorageCorrupted."""
+        StorageCorrupted. ``locked_by_owner``: as for SegmentLog.open."""
         if compact_bytes < 1:
             raise ValueError(f"compact_bytes must be positive, not {compact_bytes}")
         path = Path(directory)
-        recover = functools.partial(_Journal.recover, path)
+        recover = functools.partial(_Journal.recover, path, locked_by_owner)
         journal, records = await durable_fs.run_opening(executor, recover, _release)
         return cls(path, journal, records, compact_bytes=compact_bytes, executor=executor)
 
@@ -271,7 +272,12 @@ def _state_of(record: bytes) -> CursorState:
 class _Journal:
     """The journal file, used by one worker thread at a time."""
 
-    def __init__(self, directory: Path, generation: int, lock: durable_fs.DirectoryLock) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        generation: int,
+        lock: durable_fs.DirectoryLock | durable_fs.LockedByOwner,
+    ) -> None:
         self._directory = directory
         self._generation = generation
         self._lock = lock
@@ -283,9 +289,11 @@ class _Journal:
         return self._file.size
 
     @classmethod
-    def recover(cls, directory: Path) -> tuple[_Journal, dict[str, bytes]]:
+    def recover(
+        cls, directory: Path, locked_by_owner: bool = False
+    ) -> tuple[_Journal, dict[str, bytes]]:
         durable_fs.make_directory(directory)
-        lock = durable_fs.DirectoryLock(directory, LOCK_FILE)
+        lock = durable_fs.lock_directory(directory, LOCK_FILE, locked_by_owner)
         try:
             names = os.listdir(directory)
             generations = [g for n in names if (g := _generation_of(n)) is not None]

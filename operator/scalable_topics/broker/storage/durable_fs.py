@@ -86,6 +86,21 @@ class DirectoryLock:
             self._fd = -1
 
 
+class LockedByOwner:
+    """In place of a DirectoryLock when the owner of a whole tree (a broker, over its data
+    directory) holds one lock for all of it: a flock costs an open file for as long as it is
+    held, and a broker hosts thousands of directories."""
+
+    def release(self) -> None:
+        pass
+
+
+def lock_directory(
+    directory: Path, name: str, locked_by_owner: bool
+) -> DirectoryLock | LockedByOwner:
+    return LockedByOwner() if locked_by_owner else DirectoryLock(directory, name)
+
+
 async def run_opening(
     executor: Executor | None, opening: Callable[[], T], release: Callable[[T], None]
 ) -> T:

@@ -31,7 +31,7 @@ LOCK_FILE = "log.lock"
 class Opened:
     """A recovered log directory, locked, with the writer of its last file."""
 
-    lock: durable_fs.DirectoryLock
+    lock: durable_fs.DirectoryLock | durable_fs.LockedByOwner
     files: list[LogFile]
     writer: LogWriter
     sealed_at: int | None
@@ -43,11 +43,18 @@ def release(opened: Opened) -> None:
     opened.lock.release()
 
 
-def recover(directory: Path, policy: SyncPolicy, index_interval: int, file_bytes: int) -> Opened:
-    """Create or lock the directory, recover its files (log_file.recover_file), check that they
-    continue one another and match the seal, and open the writer of the last one."""
+def recover(
+    directory: Path,
+    policy: SyncPolicy,
+    index_interval: int,
+    file_bytes: int,
+    locked_by_owner: bool = False,
+) -> Opened:
+    """Create or lock the directory (unless its owner holds a lock over it), recover its files
+    (log_file.recover_file), check that they continue one another and match the seal, and open
+    the writer of the last one."""
     durable_fs.make_directory(directory)
-    lock = durable_fs.DirectoryLock(directory, LOCK_FILE)
+    lock = durable_fs.lock_directory(directory, LOCK_FILE, locked_by_owner)
     try:
         files, dropped = _recover_files(directory, index_interval)
         sealed_at = _read_seal(directory)

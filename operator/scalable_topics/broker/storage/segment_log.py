@@ -139,11 +139,14 @@ class SegmentLog:
         index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES,
         cache_bytes: int = DEFAULT_CACHE_BYTES,
         executor: Executor | None = None,
+        locked_by_owner: bool = False,
     ) -> SegmentLog:
         """Open the log in ``directory``, creating it if needed, and recover it after a crash:
         a torn tail of the last file is cut off (``dropped_bytes`` says how much), missing index
         points are rebuilt, and a directory that lost data in the middle raises
-        StorageCorrupted. Blocking work runs on ``executor`` (the loop's default when None)."""
+        StorageCorrupted. Blocking work runs on ``executor`` (the loop's default when None).
+        ``locked_by_owner``: the caller holds a lock over a whole tree of logs, so this one
+        takes no ``log.lock`` of its own (nor the open file it costs)."""
         for name, value in (
             ("max_record_bytes", max_record_bytes),
             ("file_bytes", file_bytes),
@@ -156,7 +159,7 @@ class SegmentLog:
         policy = sync or SyncPolicy()
         path = Path(directory)
         recover = functools.partial(
-            log_directory.recover, path, policy, index_interval_bytes, file_bytes
+            log_directory.recover, path, policy, index_interval_bytes, file_bytes, locked_by_owner
         )
         opened = await durable_fs.run_opening(executor, recover, log_directory.release)
         return cls(
