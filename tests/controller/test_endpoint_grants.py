@@ -55,7 +55,11 @@ async def serve(store: MemoryStore, with_grants: bool) -> AsyncIterator[WireClie
     informers = Informers(store, SYSTEM_NAMESPACE)  # type: ignore[arg-type]
     informers.start()
     await informers.wait_synced()
-    grants = ProducerGrantCoordinators(store, NoBrokers(), clock) if with_grants else None  # type: ignore[arg-type]
+    grants = (
+        ProducerGrantCoordinators(store, informers, NoBrokers(), clock)  # type: ignore[arg-type]
+        if with_grants
+        else None
+    )
     app = build_endpoint_app(
         ConsumerCoordinators(store, informers, clock),  # type: ignore[arg-type]
         informers,

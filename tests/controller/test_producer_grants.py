@@ -23,6 +23,7 @@ from scalable_topics.model.resources import (
     ScalableTopic,
 )
 from scalable_topics.protocol import ErrorCode
+from scalable_topics.store.informers import Informers
 from support.memory_store import MemoryStore
 
 pytestmark = pytest.mark.looptime
@@ -162,13 +163,20 @@ Leader = Callable[..., TopicProducerGrants]
 async def leader(store: MemoryStore, brokers: Brokers) -> AsyncIterator[Leader]:
     """Start the grants of one term; all of them stop at the end of the test."""
     running = Running()
+    informers = Informers(store, "scalable-topics")  # type: ignore[arg-type]
+    informers.start()
+    await informers.wait_synced()
+    cached = informers.writing_through(store)  # type: ignore[arg-type]
 
     def start(term: int, **options: Any) -> TopicProducerGrants:
-        grants = TopicProducerGrants(store, brokers, NS, NAME, term, loop_clock(), GRACE, **options)  # type: ignore[arg-type]
+        grants = TopicProducerGrants(
+            cached, informers, brokers, NS, NAME, term, loop_clock(), GRACE, **options
+        )  # type: ignore[arg-type]
         return running.start(grants)
 
     yield start
     await running.stop()
+    await informers.stop()
 
 
 async def until(check: Callable[[], Any], step: float = 0.1) -> None:

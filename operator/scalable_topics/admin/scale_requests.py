@@ -8,10 +8,12 @@ with a token so that the outcome in ``status.lastOperation`` can be told apart f
 2. Ask: write the request with a compare-and-swap on the version checked. When the topic moved
    in between (another request, a status write), check again from 1: of two concurrent
    requests one is written and the other refused, never one overwriting the other.
-3. Wait: follow every version of the topic from that write (a store watch, so an answer that a
-   later operation replaced at once is still seen) until ``lastOperation`` carries this
-   request's token. The request leaving the topic unanswered (removed or replaced by hand, the
-   topic deleted) ends the wait with :class:`RequestAbandoned`.
+3. Wait: follow every version of the topic from that write until ``lastOperation`` carries
+   this request's token: through the process's topic informer when there is one (a broker's:
+   its changes of this topic, one handler, no watch of its own), else a store watch. Either
+   way every version is seen, so an answer that a later operation replaced at once is still
+   found. The request leaving the topic unanswered (removed or replaced by hand, the topic
+   deleted) ends the wait with :class:`RequestAbandoned`.
 """
 
 from __future__ import annotations
@@ -32,7 +34,8 @@ from ..model.scale_request import (
     occupying,
     request_annotations,
 )
-from ..store import Conflict, EventType, Expired, Store
+from ..store import Conflict, EventType, Expired, Object, Store
+from ..store.informer import Informer
 
 
 class RequestTimedOut(Exception):
@@ -68,13 +71,17 @@ async def request_scaling(
     kind: ChangeKind,
     segment_ids: tuple[int, ...],
     wait_seconds: float,
+    topics: Informer | None = None,
 ) -> LastOperation:
     """Check the request (raising OperationInProgress, or the LayoutError naming why it is
-    impossible, with nothing written), ask for it, and wait for its own outcome."""
+    impossible, with nothing written), ask for it, and wait for its own outcome (following
+    ``topics``, a running ScalableTopic informer, when given)."""
     token = f"stctl@{socket.gethostname()}/{secrets.token_hex(6)}"
     asked = await _ask(store, namespace, name, kind, segment_ids, token)
     try:
         async with asyncio.timeout(wait_seconds):
+            if topics is not None:
+                return await _outcome_from_cache(topics, asked, token)
             return await _outcome(store, asked, token)
     except TimeoutError:
         annotation = SPLIT_ANNOTATION if kind is ChangeKind.SPLIT else MERGE_ANNOTATION
@@ -159,6 +166,49 @@ async def _outcome(store: Store, asked: ScalableTopic, token: str) -> LastOperat
             if answer is not None:
                 return answer
             version = topic.metadata.resource_version
+
+
+async def _outcome_from_cache(topics: Informer, asked: ScalableTopic, token: str) -> LastOperation:
+    """As _outcome, from the informer's changes of the topic, each version in order. The cache
+    may still be behind the write that asked: versions that carry no trace of this request's
+    token come before it, and are skipped until the write itself (or a later version that
+    carries the token) has been seen."""
+    namespace, name = asked.metadata.namespace or "default", asked.metadata.name
+    versions: asyncio.Queue[Object | None] = asyncio.Queue()
+    unsubscribe = topics.subscribe_key(
+        (namespace, name), lambda change: versions.put_nowait(change.new)
+    )
+    try:
+        versions.put_nowait(topics.get(namespace, name))
+        caught_up = False
+        while True:
+            version = await versions.get()
+            if version is None:
+                if caught_up:
+                    raise RequestAbandoned(
+                        f"topic {namespace}/{name} was deleted before a controller answered "
+                        "the request"
+                    )
+                continue  # not in the cache yet
+            topic = ScalableTopic.model_validate(version)
+            caught_up = caught_up or (
+                topic.metadata.resource_version == asked.metadata.resource_version
+                or _mentions(topic, token)
+            )
+            if caught_up and (answer := _answer(topic, token)) is not None:
+                return answer
+    finally:
+        unsubscribe()
+
+
+def _mentions(topic: ScalableTopic, token: str) -> bool:
+    """Whether this version of the topic knows the request: written at or after it."""
+    status = topic.status
+    return token in (
+        topic.metadata.annotations.get(REQUESTER_ANNOTATION),
+        status.pending_operation.requested_by if status.pending_operation else None,
+        status.last_operation.requested_by if status.last_operation else None,
+    )
 
 
 def _answer(topic: ScalableTopic, token: str) -> LastOperation | None:

@@ -203,7 +203,15 @@ async def _scale(
 ) -> web.Response:
     store, namespace, name = _topic(request)
     try:
-        last = await request_scaling(store, namespace, name, kind, segments, wait_seconds)
+        last = await request_scaling(
+            store,
+            namespace,
+            name,
+            kind,
+            segments,
+            wait_seconds,
+            request.app[INFORMERS_KEY].topics if INFORMERS_KEY in request.app else None,
+        )
     except OperationInProgress as busy:
         raise _Refused(
             409, OPERATION_IN_PROGRESS, str(busy), operation=busy.occupant.to_dict()

@@ -113,7 +113,7 @@ class ControllerManager:
                     store, informers, clock, config.consumer_grace_period
                 )
                 grants = ProducerGrantCoordinators(
-                    store, admin, clock, config.consumer_grace_period
+                    store, informers, admin, clock, config.consumer_grace_period
                 )
                 self._context = ControllerContext(
                     store,

@@ -59,6 +59,7 @@ from ..model.exclusive_grants import (
 from ..model.resources import ProducerAccessMode, ScalableTopic
 from ..protocol import ErrorCode
 from ..store import Conflict, NotFound, Store, StoreError
+from ..store.informers import Informers
 from .led_topics import (
     DEFAULT_GRACE_PERIOD,
     Deposed,
@@ -128,6 +129,7 @@ class TopicProducerGrants:
     def __init__(
         self,
         store: Store,
+        informers: Informers,
         fencer: SegmentFencer,
         namespace: str,
         name: str,
@@ -139,6 +141,7 @@ class TopicProducerGrants:
         if not grace_period > 0:
             raise ValueError(f"the producer grace period must be positive, not {grace_period}s")
         self._store = store
+        self._informers = informers
         self._fencer = fencer
         self._namespace, self._name = namespace, name
         self._term = term
@@ -270,7 +273,7 @@ class TopicProducerGrants:
             await self._clear()
         if self._fence_due is not None:
             await fence_topic(
-                self._store,
+                self._informers,
                 self._fencer,
                 self._clock,
                 self._namespace,
@@ -313,7 +316,7 @@ class TopicProducerGrants:
         if self._release_due is None or self._hold.holder is not None:
             return
         await fence_topic(
-            self._store,
+            self._informers,
             self._fencer,
             self._clock,
             self._namespace,
@@ -454,6 +457,7 @@ class TopicProducerGrants:
                             topic, hold.granted(name, mode, epoch, claiming=True)
                         )
                     except Conflict:
+                        await self._newer_than(topic)
                         continue
                     try:
                         await self._take(name, mode, epoch, channel, claim=True)
@@ -474,8 +478,9 @@ class TopicProducerGrants:
                 case Resume(epoch) | TakeOver(epoch):
                     try:
                         await self._write_for_request(topic, hold.granted(name, mode, epoch))
-                    except Conflict:
-                        continue  # someone wrote the topic: decide again on what is there now
+                    except Conflict:  # someone wrote the topic: decide again on what is there now
+                        await self._newer_than(topic)
+                        continue
                     await self._take(name, mode, epoch, channel)
                     return True
 
@@ -484,7 +489,7 @@ class TopicProducerGrants:
         say now (a hint: the claim's conditional fence decides)."""
         try:
             busy = await connected_producers(
-                self._store, self._fencer, self._namespace, self._name, self._check_fence, name
+                self._informers, self._fencer, self._namespace, self._name, self._check_fence, name
             )
         except Deposed as deposed:
             raise GrantRefused(ErrorCode.NOT_LEADER, str(deposed)) from None
@@ -522,7 +527,7 @@ class TopicProducerGrants:
             try:
                 while True:
                     in_force = await fence_topic(
-                        self._store,
+                        self._informers,
                         self._fencer,
                         self._clock,
                         self._namespace,
@@ -622,10 +627,9 @@ class TopicProducerGrants:
     # -- the store ------------------------------------------------------------------------------
 
     async def _read(self) -> ScalableTopic:
-        try:
-            raw = await self._store.get(ScalableTopic.KIND, self._namespace, self._name)
-        except NotFound:
-            raise _TopicGone(f"topic {self.topic} was deleted") from None
+        raw = self._informers.topics.get(self._namespace, self._name)
+        if raw is None:
+            raise _TopicGone(f"topic {self.topic} was deleted")
         topic = ScalableTopic.model_validate(raw)
         if topic.metadata.deletion_timestamp is not None:
             raise _TopicGone(f"topic {self.topic} is being deleted")
@@ -690,7 +694,13 @@ class TopicProducerGrants:
                 await self._write(topic, wanted)
                 return
             except Conflict:
-                continue
+                await self._newer_than(topic)
+
+    async def _newer_than(self, topic: ScalableTopic) -> None:
+        """After a Conflict: wait until the cache holds the version that caused it."""
+        await self._informers.topics.wait_changed(
+            self._namespace, self._name, topic.metadata.resource_version or ""
+        )
 
     def _check_fence(self, topic: ScalableTopic) -> None:
         stored = topic.status.producer.term if topic.status.producer else 0
@@ -725,6 +735,7 @@ class ProducerGrantCoordinators(LedTopics[TopicProducerGrants]):
     def __init__(
         self,
         store: Store,
+        informers: Informers,
         fencer: SegmentFencer,
         clock: Clock,
         grace_period: float = DEFAULT_GRACE_PERIOD,
@@ -733,6 +744,8 @@ class ProducerGrantCoordinators(LedTopics[TopicProducerGrants]):
             raise ValueError(f"the producer grace period must be positive, not {grace_period}s")
 
         def make(namespace: str, name: str, term: int) -> TopicProducerGrants:
-            return TopicProducerGrants(store, fencer, namespace, name, term, clock, grace_period)
+            return TopicProducerGrants(
+                store, informers, fencer, namespace, name, term, clock, grace_period
+            )
 
         super().__init__(make, "exclusive producer")

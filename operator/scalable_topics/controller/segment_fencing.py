@@ -29,8 +29,9 @@ from ..admin.broker_admin import BrokerAdminError, BrokerUnreachable, SegmentBus
 from ..model.clock import Clock
 from ..model.exclusive_grants import FenceTargets, fence_targets
 from ..model.layout import LayoutChange, SegmentLayout
-from ..model.resources import TOPIC_LABEL, OperationStep, ScalableTopic, Segment
-from ..store import Store
+from ..model.resources import OperationStep, ScalableTopic, Segment
+from ..store import NotFound
+from ..store.informers import Informers
 
 FENCE_TIMEOUT = 10.0  # a grant is refused when a segment stays unreachable this long
 _RETRY_FIRST, _RETRY_MAX = 0.05, 1.0
@@ -96,7 +97,7 @@ class _Served:
 
 
 async def fence_topic(
-    store: Store,
+    informers: Informers,
     fencer: SegmentFencer,
     clock: Clock,
     namespace: str,
@@ -119,11 +120,11 @@ async def fence_topic(
     highest = epoch
     delay = _RETRY_FIRST
     while True:
-        targets = await _targets(store, namespace, name, check)
+        targets = _targets(informers, namespace, name, check)
         todo = (targets.required | targets.if_present) - fenced
         if not targets.required - fenced:
             return highest
-        served = await _served(store, namespace, name)
+        served = _served(informers, namespace, name)
         attempts = (
             _fence_one(
                 fencer, namespace, name, segment_id, served.get(segment_id), epoch, holder, if_free
@@ -153,7 +154,7 @@ async def fence_topic(
 
 
 async def connected_producers(
-    store: Store,
+    informers: Informers,
     fencer: SegmentFencer,
     namespace: str,
     name: str,
@@ -164,8 +165,8 @@ async def connected_producers(
     fence, per segment id (those with none left out). A hint read before a claim, so that a
     claim that would be refused costs no write: a segment that does not answer counts as free
     here, and the claim's conditional fence decides."""
-    targets = await _targets(store, namespace, name, check)
-    served = await _served(store, namespace, name)
+    targets = _targets(informers, namespace, name, check)
+    served = _served(informers, namespace, name)
 
     async def probe(segment_id: int) -> tuple[int, tuple[str, ...]]:
         where = served.get(segment_id)
@@ -181,10 +182,13 @@ async def connected_producers(
     return {segment_id: names for segment_id, names in found if names}
 
 
-async def _targets(
-    store: Store, namespace: str, name: str, check: Callable[[ScalableTopic], None]
+def _targets(
+    informers: Informers, namespace: str, name: str, check: Callable[[ScalableTopic], None]
 ) -> FenceTargets:
-    topic = ScalableTopic.model_validate(await store.get(ScalableTopic.KIND, namespace, name))
+    raw = informers.topics.get(namespace, name)
+    if raw is None:
+        raise NotFound(ScalableTopic.KIND, namespace, name)
+    topic = ScalableTopic.model_validate(raw)
     check(topic)
     status = topic.status
     layout = SegmentLayout.from_status(status.to_wire()) if status.segments else None
@@ -225,10 +229,9 @@ async def _fence_one(
     return segment_id, in_force, ""
 
 
-async def _served(store: Store, namespace: str, name: str) -> dict[int, _Served]:
-    listing = await store.list(Segment.KIND, namespace, f"{TOPIC_LABEL}={name}")
+def _served(informers: Informers, namespace: str, name: str) -> dict[int, _Served]:
     served = {}
-    for item in listing.items:
+    for item in informers.segments_of(namespace, name):
         segment = Segment.model_validate(item)
         served[segment.spec.segment_id] = _Served(
             segment.status.broker, segment.metadata.name.removeprefix(f"{name}-")
