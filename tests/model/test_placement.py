@@ -7,6 +7,7 @@ from scalable_topics.model.placement import (
     NoLiveBroker,
     broker_lease_name,
     choose_broker,
+    live_urls,
 )
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
@@ -38,6 +39,13 @@ def test_planned_placements_count_before_they_are_reported() -> None:
 def test_released_or_expired_brokers_are_not_live() -> None:
     with pytest.raises(NoLiveBroker, match="2 registered"):
         choose_broker([broker("b1", 0, holder=False), broker("b2", 0, age=15)], NOW)
+
+
+def test_a_broker_is_live_by_url_while_one_live_lease_carries_it() -> None:
+    restarted = BrokerInfo("b1-new", "ws://b1", 0, 0.0, NOW, 15)
+    brokers = [broker("b1", 0, age=20), restarted, broker("b2", 0, holder=False), broker("b3", 0)]
+    assert live_urls(brokers, NOW) == {"ws://b1", "ws://b3"}
+    assert live_urls(brokers, NOW + timedelta(seconds=15)) == frozenset()
 
 
 def test_lease_names_are_dns_subdomains() -> None:
