@@ -1,4 +1,5 @@
-"""A returning broker removes the storage of segments that no longer exist, and nothing else."""
+"""A returning broker removes the storage of segments that no longer exist, and empty copies of
+segments placed on another broker, and nothing else."""
 
 from __future__ import annotations
 
@@ -11,14 +12,27 @@ from typing import Any, cast
 import pytest
 
 from scalable_topics.broker.config import BrokerConfig
-from scalable_topics.broker.orphan_storage import reclaim_orphaned_storage, store_knows_broker
+from scalable_topics.broker.orphan_storage import (
+    is_placed_elsewhere,
+    reclaim_orphaned_storage,
+    store_knows_broker,
+)
 from scalable_topics.broker.registration import Registration
 from scalable_topics.broker.registry import SegmentRegistry
 from scalable_topics.model.hash_range import HashRange
 from scalable_topics.model.layout import SegmentLayout
-from scalable_topics.model.resources import ScalableTopic, Segment, segment_object_name
+from scalable_topics.model.placement import BROKER_URL_ANNOTATION, broker_lease_name
+from scalable_topics.model.resources import (
+    TOPIC_LABEL,
+    ProducerAccessMode,
+    ScalableTopic,
+    Segment,
+    segment_object_name,
+)
 from scalable_topics.model.segment import descriptor
+from scalable_topics.protocol import BatchMessage, Send
 from scalable_topics.store import EmbeddedStore, Store
+from scalable_topics.store.kinds import LEASE
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -42,11 +56,21 @@ class NoParents:
 class Broker:
     store: EmbeddedStore
     registry: SegmentRegistry
+    config: BrokerConfig
 
     async def host(self, topic: str, segment_id: int, start: int, end: int) -> str:
         name = descriptor(segment_id, HashRange(start, end))
         await self.registry.create("default", topic, name, (), [], 0)
         return f"{topic}/{name}"
+
+    async def write_to(self, topic: str, segment_id: int) -> None:
+        segment = self.registry.get("default", topic, segment_id)
+        await segment.open_producer("p", "p", ProducerAccessMode.SHARED, None, None)  # type: ignore[arg-type]
+        await segment.publish("p", Send(1, 0, (BatchMessage(b"m", "k"),)))
+        await segment.close_producer("p")
+
+    async def reclaim(self, store: Store | None = None) -> list[str]:
+        return await reclaim_orphaned_storage(store or self.store, self.registry, self.config)
 
     def hosted(self) -> set[str]:
         return {f"{s.key.topic}/{s.meta.descriptor}" for s in self.registry}
@@ -55,11 +79,13 @@ class Broker:
 @pytest.fixture
 async def broker(tmp_path: Path) -> AsyncIterator[Broker]:
     async with await EmbeddedStore.open(tmp_path / "store.db") as store:
-        config = BrokerConfig(data_dir=tmp_path / "broker", store_url="embedded:unused.db")
+        config = BrokerConfig(
+            data_dir=tmp_path / "broker", store_url="embedded:unused.db", port=7000
+        )
         registry = SegmentRegistry(config, NoParents())
         await registry.start()
         try:
-            yield Broker(store, registry)
+            yield Broker(store, registry, config)
         finally:
             await registry.close()
 
@@ -84,13 +110,22 @@ async def make_topic(
 
 
 async def make_object(
-    store: EmbeddedStore, topic: str, segment_id: int, start: int, end: int
+    store: EmbeddedStore,
+    topic: str,
+    segment_id: int,
+    start: int,
+    end: int,
+    broker: str | None = None,
 ) -> None:
     name = segment_object_name(topic, descriptor(segment_id, HashRange(start, end)))
     await store.create(
         Segment.model_validate(
             {
-                "metadata": {"name": name, "namespace": "default"},
+                "metadata": {
+                    "name": name,
+                    "namespace": "default",
+                    "labels": {TOPIC_LABEL: topic},
+                },
                 "spec": {
                     "topic": topic,
                     "segmentId": segment_id,
@@ -98,6 +133,27 @@ async def make_object(
                 },
             }
         ).to_wire()
+    )
+    if broker is not None:
+        await store.patch_status(Segment.KIND, "default", name, {"status": {"broker": broker}})
+
+
+async def make_broker_lease(
+    store: EmbeddedStore, identity: str, url: str | None, namespace: str = "scalable-topics"
+) -> None:
+    """A broker's heartbeat Lease carrying ``url`` (None: released, it carries none)."""
+    annotations = {} if url is None else {BROKER_URL_ANNOTATION: url}
+    await store.create(
+        {
+            "apiVersion": LEASE.api_version,
+            "kind": LEASE.kind,
+            "metadata": {
+                "name": broker_lease_name(identity),
+                "namespace": namespace,
+                "annotations": annotations,
+            },
+            "spec": {"holderIdentity": identity if url else "", "leaseDurationSeconds": 15},
+        }
     )
 
 
@@ -125,7 +181,7 @@ async def test_only_storage_of_segments_that_no_longer_exist_is_removed(broker: 
         await broker.host("leaving", 0, 0x0000, 0xFFFF),  # its topic is being deleted
     }
 
-    done = await reclaim_orphaned_storage(broker.store, broker.registry)
+    done = await broker.reclaim()
 
     assert sorted(done) == sorted(f"default/{entry}" for entry in reclaimed)
     assert broker.hosted() == kept
@@ -145,17 +201,91 @@ class CreatedMeanwhile:
         self, kind: str, namespace: str | None = None, label_selector: str | None = None
     ) -> Any:
         listing = await self._store.list(kind, namespace, label_selector)
-        await make_topic(self._store, "orders", SegmentLayout.initial(1, NOW))
-        await make_object(self._store, "orders", 0, 0x0000, 0xFFFF)
+        if kind == Segment.KIND:
+            await make_topic(self._store, "orders", SegmentLayout.initial(1, NOW))
+            await make_object(self._store, "orders", 0, 0x0000, 0xFFFF)
         return listing
 
 
 async def test_storage_whose_object_appears_before_the_deletion_is_kept(broker: Broker) -> None:
     entry = await broker.host("orders", 0, 0x0000, 0xFFFF)
-    done = await reclaim_orphaned_storage(
-        cast(Store, CreatedMeanwhile(broker.store)), broker.registry
-    )
+    done = await broker.reclaim(cast(Store, CreatedMeanwhile(broker.store)))
     assert done == []
+    assert broker.hosted() == {entry}
+
+
+def test_only_an_empty_copy_placed_on_another_registered_broker_is_left_behind() -> None:
+    others = {"ws://b:1"}
+    assert is_placed_elsewhere("ws://b:1", "ws://a:1", others, written=False)
+    assert not is_placed_elsewhere("ws://b:1", "ws://a:1", others, written=True)
+    assert not is_placed_elsewhere("ws://a:1", "ws://a:1", others | {"ws://a:1"}, written=False)
+    assert not is_placed_elsewhere("ws://c:1", "ws://a:1", others, written=False)
+    assert not is_placed_elsewhere(None, "ws://a:1", others, written=False)
+
+
+async def test_an_empty_copy_of_a_segment_placed_on_another_broker_is_removed(
+    broker: Broker,
+) -> None:
+    # A split of 0 into 1 and 2 is being made (or was committed): the children were made here,
+    # then placed on another broker while this one was gone.
+    layout = SegmentLayout.initial(1, NOW)
+    pending = {**layout.plan_split(0).to_dict(), "step": "Planned"}
+    await make_topic(broker.store, "orders", layout, pending)
+    own, other = broker.config.url, "ws://127.0.0.1:7001"
+    await make_broker_lease(broker.store, broker.config.identity, own)
+    await make_broker_lease(broker.store, "127.0.0.1:7001", other)
+    await make_broker_lease(broker.store, "127.0.0.1:7002", None)  # released
+    await make_object(broker.store, "orders", 0, 0x0000, 0xFFFF, own)
+    await make_object(broker.store, "orders", 1, 0x0000, 0x7FFF, other)
+    await make_object(broker.store, "orders", 2, 0x8000, 0xFFFF, other)
+    await make_object(broker.store, "orders", 3, 0x0000, 0x3FFF, "ws://127.0.0.1:7002")
+    await make_object(broker.store, "orders", 4, 0x4000, 0x7FFF, "ws://127.0.0.1:7009")
+    await make_object(broker.store, "orders", 5, 0x8000, 0xBFFF)
+
+    kept = {
+        await broker.host("orders", 0, 0x0000, 0xFFFF),  # placed here
+        await broker.host("orders", 2, 0x8000, 0xFFFF),  # placed elsewhere, but written here
+        await broker.host("orders", 3, 0x0000, 0x3FFF),  # its broker's Lease carries no URL
+        await broker.host("orders", 4, 0x4000, 0x7FFF),  # no broker is known by that URL
+        await broker.host("orders", 5, 0x8000, 0xBFFF),  # not placed
+    }
+    await broker.write_to("orders", 2)
+    reclaimed = await broker.host("orders", 1, 0x0000, 0x7FFF)
+
+    assert await broker.reclaim() == [f"default/{reclaimed}"]
+    assert broker.hosted() == kept
+
+
+class PlacedHereMeanwhile:
+    """The store while the controller places the segment on this broker again just after the
+    broker listed its objects (its other broker died too)."""
+
+    def __init__(self, store: EmbeddedStore, object_name: str, url: str) -> None:
+        self._store = store
+        self._object_name, self._url = object_name, url
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    async def list(
+        self, kind: str, namespace: str | None = None, label_selector: str | None = None
+    ) -> Any:
+        listing = await self._store.list(kind, namespace, label_selector)
+        if kind == Segment.KIND:
+            await self._store.patch_status(
+                Segment.KIND, "default", self._object_name, {"status": {"broker": self._url}}
+            )
+        return listing
+
+
+async def test_a_copy_placed_here_again_before_the_deletion_is_kept(broker: Broker) -> None:
+    await make_topic(broker.store, "orders", SegmentLayout.initial(1, NOW))
+    await make_broker_lease(broker.store, "127.0.0.1:7001", "ws://127.0.0.1:7001")
+    await make_object(broker.store, "orders", 0, 0x0000, 0xFFFF, "ws://127.0.0.1:7001")
+    entry = await broker.host("orders", 0, 0x0000, 0xFFFF)
+    name = segment_object_name("orders", descriptor(0, HashRange(0x0000, 0xFFFF)))
+    store = PlacedHereMeanwhile(broker.store, name, broker.config.url)
+    assert await broker.reclaim(cast(Store, store)) == []
     assert broker.hosted() == {entry}
 
 

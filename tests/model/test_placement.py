@@ -8,6 +8,7 @@ from scalable_topics.model.placement import (
     NoLiveBroker,
     broker_lease_name,
     choose_broker,
+    live_urls,
 )
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
@@ -59,6 +60,13 @@ def test_a_full_broker_gets_nothing_more_and_all_full_says_so() -> None:
         choose_broker(brokers, NOW, planned={"b2": 1})
     unknown = [broker("b1", 3, capacity=3), broker("b3", 50)]  # b3 announces no capacity
     assert choose_broker(unknown, NOW).identity == "b3"
+
+
+def test_a_broker_is_live_by_url_while_one_live_lease_carries_it() -> None:
+    restarted = BrokerInfo("b1-new", "ws://b1", 0, 0.0, NOW, 15)
+    brokers = [broker("b1", 0, age=20), restarted, broker("b2", 0, holder=False), broker("b3", 0)]
+    assert live_urls(brokers, NOW) == {"ws://b1", "ws://b3"}
+    assert live_urls(brokers, NOW + timedelta(seconds=15)) == frozenset()
 
 
 def test_lease_names_are_dns_subdomains() -> None:

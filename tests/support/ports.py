@@ -20,9 +20,10 @@ ADDRESS_SECONDS = 30.0  # bounds a failing start only
 _POLL_SECONDS = 0.02
 
 
-def loopback_socket() -> socket.socket:
-    """A socket listening on a free port of 127.0.0.1, held until a server serves on it."""
-    return listening_socket("127.0.0.1", 0)
+def loopback_socket(port: int = 0) -> socket.socket:
+    """A socket listening on a free port of 127.0.0.1 (or on ``port``, say the one a stopped
+    server used, to start it again at the same address), held until a server serves on it."""
+    return listening_socket("127.0.0.1", port)
 
 
 def port_of(sock: socket.socket) -> int:

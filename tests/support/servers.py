@@ -19,12 +19,17 @@ from .ports import loopback_socket, port_of
 
 
 def broker_server(
-    store: Store, data_dir: Path, informers: Informers | None = None, **settings: Any
+    store: Store,
+    data_dir: Path,
+    informers: Informers | None = None,
+    *,
+    port: int = 0,
+    **settings: Any,
 ) -> TestServer:
     """A broker application on ``store`` (not started yet), advertising the port it will serve
-    on; with ``informers`` (running), it reads them instead of its own; ``settings`` are further
-    BrokerConfig fields."""
-    sock = loopback_socket()
+    on (``port``, or a free one); with ``informers`` (running), it reads them instead of its
+    own; ``settings`` are further BrokerConfig fields."""
+    sock = loopback_socket(port)
     port = port_of(sock)
     config = BrokerConfig(data_dir=data_dir, store_url="embedded:unused.db", port=port, **settings)
 

@@ -97,7 +97,7 @@ def build_app(
         # Storage of segments deleted while this broker was away.
         reclaiming = (
             asyncio.get_running_loop().create_task(
-                reclaim_until_done(backend, registry), name="reclaim orphaned storage"
+                reclaim_until_done(backend, registry, config), name="reclaim orphaned storage"
             )
             if known
             else None

@@ -29,7 +29,7 @@ import asyncio
 import contextlib
 import logging
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -92,8 +92,8 @@ class TopicLifecycle:
         self._clock = clock
         self._leader = leader
         self._system_namespace = system_namespace
-        self._broker_delete_timeout = broker_delete_timeout
         self.events = EventRecorder(store, clock, leader.identity)
+        self.broker_delete_timeout = broker_delete_timeout
         self._subscriptions = SubscriptionSync(store, informers, admin, clock, self.events)
         self._gc = SegmentCollector(store, informers, admin, clock, self.events)
 
@@ -170,9 +170,13 @@ class TopicLifecycle:
         placements: Placements | None = None,
         *,
         record_state: bool = True,
+        abandon: Collection[str] = (),
     ) -> bool:
         """Place the segment and create its storage; True when it is served. Without
-        ``record_state`` the caller records the object's state itself, later."""
+        ``record_state`` the caller records the object's state itself, later. A placement on
+        a broker in ``abandon`` (URLs) is replaced, with a compare-and-swap, by a new one: only
+        for a segment nothing was written to yet (a split's or merge's child before the commit),
+        whose broker the caller found gone."""
         segment = Segment.model_validate(raw)
         wanted = SegmentPhase.ACTIVE if active else SegmentPhase.TERMINATED
         # Terminated is final: a parent sealed by a split or merge that is not yet committed
@@ -184,7 +188,7 @@ class TopicLifecycle:
             return True
         namespace = segment.metadata.namespace or "default"
         broker = segment.status.broker
-        if broker is None:
+        if broker is None or broker in abandon:
             placements = placements if placements is not None else Placements()
             if placements.brokers is None:
                 placements.brokers = registered_brokers(self._informers)
@@ -367,7 +371,7 @@ class TopicLifecycle:
                 descriptor = segment.metadata.name.removeprefix(f"{name}-")
                 await mark_deleting(self._store, segment)
                 try:
-                    async with asyncio.timeout(self._broker_delete_timeout):
+                    async with asyncio.timeout(self.broker_delete_timeout):
                         gone = not await self._admin.delete_segment(
                             broker, namespace, name, descriptor
                         )
@@ -378,7 +382,7 @@ class TopicLifecycle:
                         namespace,
                         name,
                         broker,
-                        error or f"no answer within {self._broker_delete_timeout:g} s",
+                        error or f"no answer within {self.broker_delete_timeout:g} s",
                         len(hosted) - hosted.index(segment),
                     )
                     return

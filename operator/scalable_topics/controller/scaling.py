@@ -22,6 +22,17 @@ replaced by one that redoes the step it finds recorded and goes on; a deposed le
 write is refused. A new leader always finishes the operation; it rolls back only an operation
 that can no longer be carried out, and only while it is ``Planned`` (no parent can have been
 terminated before ``ChildrenCreated`` was recorded), by deleting the children it made.
+
+Brokers die. While ``Planned``, nothing was ever written to a child (clients learn of children
+only at the commit), so a child whose placement names a broker that is no longer live is
+placed on a live one instead (a compare-and-swap of its placement) and made there; the copy
+the dead broker may hold is removed by that broker when it returns, since the child's object
+names another broker (broker/orphan_storage.py). A parent whose broker is gone and does not
+answer cannot be read or sealed: while ``Planned`` the operation is rolled back (its children
+deleted; a dead broker's copy is left to it). From ``ChildrenCreated`` on, a parent may be
+sealed already, so the operation waits for the parent's broker to come back. Whatever the
+operation waits for, its ``Scaling`` condition says; the topic's other work (the lifecycle
+pass: segments, readiness, subscriptions) goes on meanwhile (topic_controller.py).
 """
 
 from __future__ import annotations
@@ -32,11 +43,14 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from ..admin.broker_admin import BrokerAdmin, BrokerAdminError
+import aiohttp
+
+from ..admin.broker_admin import BrokerAdmin, BrokerAdminError, BrokerUnreachable
 from ..model.clock import Clock
-from ..model.conditions import Condition, set_condition
+from ..model.conditions import Condition, find_condition, set_condition
 from ..model.errors import LayoutError
 from ..model.layout import ChangeKind, LayoutChange, PlannedChild, SegmentLayout
+from ..model.placement import NoLiveBroker, live_urls
 from ..model.resources import (
     LastOperation,
     OperationResult,
@@ -58,6 +72,7 @@ from ..model.scale_request import (
 from ..model.segment import descriptor
 from ..store import Conflict, NotFound, Store
 from ..store.informers import Informers
+from .brokers import registered_brokers
 from .events import EventRecorder
 from .failpoints import failpoint
 from .lifecycle import Placements, TopicLifecycle
@@ -66,6 +81,11 @@ from .segment_objects import ensure_segment_object, mark_deleting
 log = logging.getLogger(__name__)
 
 SCALING = "Scaling"
+# Scaling condition reasons while an operation cannot go on by itself.
+WAITING_FOR_BROKER = "WaitingForBroker"
+PLACING_CHILD = "PlacingChild"
+# A broker's answer lost on the way (it died): the error types that mean "no answer".
+_NO_ANSWER = (BrokerUnreachable, aiohttp.ClientError, TimeoutError)
 
 
 class OperationCannotProceed(Exception):
@@ -240,7 +260,7 @@ class TopicScaler:
         assert pending is not None
         # Read every time: it also finds a parent that can no longer be split or merged
         # (OperationCannotProceed) while rolling back is still safe.
-        found = await self._parent_subscriptions(topic, change.parent_ids)
+        found = await self._parent_subscriptions(topic, change)
         subscriptions = pending.subscriptions
         if subscriptions is None:
             subscriptions = found
@@ -248,7 +268,21 @@ class TopicScaler:
                 topic, pending_operation=pending.model_copy(update={"subscriptions": found})
             )
             failpoint("scale:subscriptions-recorded")
-        placements = Placements()
+        placements = Placements(brokers=registered_brokers(self._informers))
+        live = live_urls(placements.brokers or [], self._clock.now())
+        # Nothing was written to a child yet: one placed on a broker that is gone goes to
+        # another (its copy there, if any, is removed by that broker when it returns).
+        gone = {
+            child.segment_id: broker
+            for child in change.children
+            if (broker := self._child_broker(topic, child)) is not None and broker not in live
+        }
+        if gone:
+            why = "; ".join(
+                f"child {child_id}'s broker {broker} is gone: placing it on another"
+                for child_id, broker in gone.items()
+            )
+            topic = await self._show(topic, PLACING_CHILD, f"{change.describe()}: {why}", True)
 
         async def create(child: PlannedChild) -> None:
             raw = await ensure_segment_object(
@@ -260,25 +294,70 @@ class TopicScaler:
                 change.parent_ids,
                 subscriptions,
             )
-            await self._lifecycle.ensure_storage(topic, raw, True, placements, record_state=False)
+            await self._lifecycle.ensure_storage(
+                topic, raw, True, placements, record_state=False, abandon=gone.values()
+            )
             failpoint("scale:child-created")
 
-        # The children are independent: made side by side, placed as one pass would place them.
-        await asyncio.gather(*(create(child) for child in change.children))
+        # The children are independent: made side by side, placed as one pass would place them,
+        # and every creation has ended before a failure is raised (none is left running).
+        outcomes = await asyncio.gather(
+            *(create(child) for child in change.children), return_exceptions=True
+        )
+        for outcome in outcomes:
+            if isinstance(outcome, BaseException) and not isinstance(outcome, Exception):
+                raise outcome  # a cancellation
+        failures = [
+            (child, outcome)
+            for child, outcome in zip(change.children, outcomes, strict=True)
+            if isinstance(outcome, Exception)
+        ]
+        if failures:
+            child, failure = failures[0]
+            waits = self._child_waits(topic, change, child, failure)
+            if waits is not None:
+                await self._show(topic, WAITING_FOR_BROKER, waits)
+            raise failure
         return topic
 
-    async def _parent_subscriptions(
-        self, topic: ScalableTopic, parent_ids: Sequence[int]
-    ) -> list[str]:
-        """The union of the parents' subscriptions, as their brokers have them now."""
+    def _child_broker(self, topic: ScalableTopic, child: PlannedChild) -> str | None:
+        """Where the child is placed, as last seen; None while it is not."""
+        object_name = segment_object_name(
+            topic.metadata.name, descriptor(child.segment_id, child.hash_range)
+        )
+        raw = self._informers.segments.get(topic.metadata.namespace or "default", object_name)
+        broker = ((raw or {}).get("status") or {}).get("broker")
+        return str(broker) if broker else None
+
+    def _child_waits(
+        self, topic: ScalableTopic, change: LayoutChange, child: PlannedChild, error: Exception
+    ) -> str | None:
+        """What making ``child`` waits for after ``error``, in words; None when it is not a
+        wait (an error answer, say)."""
+        what, child_id = change.describe(), child.segment_id
+        if isinstance(error, NoLiveBroker):
+            return f"{what} waits for a live broker to place child {child_id} on"
+        broker = self._child_broker(topic, child)
+        if not isinstance(error, _NO_ANSWER) or broker is None:
+            return None
+        return (
+            f"{what} waits for broker {broker} (child {child_id}'s broker) to answer; "
+            f"once its heartbeat Lease lapses, child {child_id} is placed on another"
+        )
+
+    async def _parent_subscriptions(self, topic: ScalableTopic, change: LayoutChange) -> list[str]:
+        """The union of the parents' subscriptions, as their brokers have them now. A parent
+        whose broker does not answer and is gone (no live heartbeat Lease) cannot be read or
+        sealed: OperationCannotProceed. One that does not answer yet is live is waited for."""
         names: set[str] = {s.name for s in topic.spec.subscriptions}
-        for parent in await self._parents(topic, parent_ids):
-            if parent.status.broker is None:
-                raise OperationCannotProceed(f"segment {parent.spec.segment_id} is not placed")
+        for parent in await self._parents(topic, change.parent_ids):
+            broker, parent_id = parent.status.broker, parent.spec.segment_id
+            if broker is None:
+                raise OperationCannotProceed(f"segment {parent_id} is not placed")
             try:
                 names.update(
                     await self._admin.subscriptions(
-                        parent.status.broker,
+                        broker,
                         parent.metadata.namespace or "default",
                         topic.metadata.name,
                         _descriptor(parent),
@@ -287,25 +366,50 @@ class TopicScaler:
             except BrokerAdminError as error:
                 if error.status == 404:
                     raise OperationCannotProceed(
-                        f"segment {parent.spec.segment_id}'s storage is gone from its broker"
+                        f"segment {parent_id}'s storage is gone from its broker"
                     ) from error
+                raise
+            except _NO_ANSWER as error:
+                if not self._is_live(broker):
+                    raise OperationCannotProceed(
+                        f"segment {parent_id}'s broker {broker} is gone: its subscriptions "
+                        "cannot be read and it cannot be sealed"
+                    ) from error
+                await self._show(
+                    topic,
+                    WAITING_FOR_BROKER,
+                    f"{change.describe()} waits for broker {broker} (segment {parent_id}'s "
+                    "broker) to answer",
+                )
                 raise
         return sorted(names)
 
     async def _terminate_parents(
         self, topic: ScalableTopic, change: LayoutChange
     ) -> dict[str, int]:
-        """Seal the parents; their objects' names with their last entry ids."""
+        """Seal the parents; their objects' names with their last entry ids. A parent may be
+        sealed already, so a broker that does not answer is waited for, never given up."""
         terminated = {}
         # One after the other (the seed): a producer is never left between two sealed halves.
         for parent in await self._parents(topic, change.parent_ids):
-            assert parent.status.broker is not None
-            terminated[parent.metadata.name] = await self._admin.terminate_segment(
-                parent.status.broker,
-                parent.metadata.namespace or "default",
-                topic.metadata.name,
-                _descriptor(parent),
-            )
+            broker = parent.status.broker
+            assert broker is not None
+            try:
+                terminated[parent.metadata.name] = await self._admin.terminate_segment(
+                    broker,
+                    parent.metadata.namespace or "default",
+                    topic.metadata.name,
+                    _descriptor(parent),
+                )
+            except _NO_ANSWER:
+                until = "come back" if not self._is_live(broker) else "answer"
+                await self._show(
+                    topic,
+                    WAITING_FOR_BROKER,
+                    f"{change.describe()} waits for broker {broker} (segment "
+                    f"{parent.spec.segment_id}'s broker) to {until} to seal it",
+                )
+                raise
             failpoint("scale:parent-terminated")
         return terminated
 
@@ -377,9 +481,7 @@ class TopicScaler:
             segment = Segment.model_validate(raw)
             if segment.status.broker is not None:
                 await mark_deleting(self._store, segment)
-                await self._admin.delete_segment(
-                    segment.status.broker, namespace, name, _descriptor(segment)
-                )
+                await self._delete_child_storage(segment.status.broker, segment)
             with contextlib.suppress(NotFound):
                 await self._store.delete(Segment.KIND, namespace, object_name)
         pending = topic.status.pending_operation
@@ -402,6 +504,54 @@ class TopicScaler:
             conditions=set_condition(topic.status.conditions, condition),
         )
         await self._events.record(topic, "Warning", "ScalingRolledBack", message)
+
+    async def _delete_child_storage(self, broker: str, segment: Segment) -> None:
+        """Delete a rolled-back child's storage, or leave it to its broker when that does not
+        answer in time: it removes storage without a Segment object when it registers again."""
+        namespace = segment.metadata.namespace or "default"
+        try:
+            async with asyncio.timeout(self._lifecycle.broker_delete_timeout):
+                await self._admin.delete_segment(
+                    broker, namespace, segment.spec.topic, _descriptor(segment)
+                )
+        except _NO_ANSWER as error:
+            log.warning(
+                "rolling back child %s of %s/%s: broker %s did not answer (%s); leaving its "
+                "storage for it to remove when it registers again",
+                segment.spec.segment_id,
+                namespace,
+                segment.spec.topic,
+                broker,
+                error or "no answer in time",
+            )
+
+    # -- brokers --------------------------------------------------------------------------------
+
+    def _is_live(self, broker: str) -> bool:
+        """Whether a live broker's heartbeat Lease carries this URL now."""
+        return broker in live_urls(registered_brokers(self._informers), self._clock.now())
+
+    async def _show(
+        self, topic: ScalableTopic, reason: str, message: str, event: bool = False
+    ) -> ScalableTopic:
+        """Say in the Scaling condition what the operation is waiting for or doing about a
+        broker (with a Warning Event when ``event``); written only when it changes. The topic
+        as last written."""
+        current = find_condition(topic.status.conditions, SCALING)
+        if current is not None and (current.status, current.reason, current.message) == (
+            "True",
+            reason,
+            message,
+        ):
+            return topic
+        log.info("%s/%s: %s", topic.metadata.namespace, topic.metadata.name, message)
+        condition = self._condition("True", reason, message, topic)
+        topic = await self._write_status(
+            topic, conditions=set_condition(topic.status.conditions, condition)
+        )
+        if event:
+            await self._events.record(topic, "Warning", reason, message)
+        return topic
 
     # -- store helpers --------------------------------------------------------------------------
 

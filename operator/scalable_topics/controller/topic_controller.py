@@ -5,7 +5,9 @@ the topic (split and merge requests first, then the lifecycle: creation, segment
 subscriptions, garbage collection, deletion) whenever the informers show a change of the topic
 or of its Segment objects. Reads come from the informers; writes are compare-and-swaps.
 
-A pass that fails is classified (failures.py). A temporary failure is retried with
+A temporary failure of the split or merge does not hold up the rest of the pass: the lifecycle
+runs after it all the same (a split may wait minutes for a broker to come back), and the pass
+then fails with it. A pass that fails is classified (failures.py). A temporary failure is retried with
 exponential backoff and jitter (a new change wakes it sooner); a Conflict is retried as soon
 as the change that caused it arrives. A permanent one is shown in the topic's status (Ready
 False with reason and message, phase Failed, one Warning Event) and not retried until the
@@ -167,7 +169,24 @@ class TopicController:
     async def _pass(self) -> bool:
         self._context.metrics.passes.inc()
         # Requests first: a split must not wait for a full pass over every segment.
-        await self._scaler.advance(self._namespace, self._name)
+        try:
+            await self._scaler.advance(self._namespace, self._name)
+        except Conflict:
+            raise  # read again first: the lifecycle would act on what is already outdated
+        except Exception as error:
+            if classify(error).permanent:
+                raise
+            # A split or merge that must wait (for a broker to come back, say) holds up only
+            # itself: the rest of the topic's work goes on. Its failure is still what the
+            # pass ends with (counted, retried with backoff), unless the lifecycle fails too.
+            try:
+                await self._lifecycle.reconcile(self._namespace, self._name)
+            except Exception:
+                failure = classify(error)
+                self._context.metrics.failed(failure.permanent, failure.reason)
+                log.info("%s: %s", self.topic, failure.message)
+                raise
+            raise
         return await self._lifecycle.reconcile(self._namespace, self._name)
 
     async def _wait(self, seconds: float | None) -> None:

@@ -77,6 +77,13 @@ def choose_broker(
     )
 
 
+def live_urls(brokers: list[BrokerInfo], now: datetime) -> frozenset[str]:
+    """The URLs of the live brokers. A segment's placement names its broker by URL; a URL
+    that no live broker's lease carries (expired, released, or never registered) is a broker
+    that is gone, for as long as it stays so."""
+    return frozenset(b.url for b in brokers if b.is_live(now))
+
+
 def broker_lease_name(identity: str) -> str:
     """A Lease name (a DNS subdomain) for a broker identity such as ``10.0.0.7:6650``."""
     cleaned = "".join(c if c.isalnum() else "-" for c in identity.lower()).strip("-")
