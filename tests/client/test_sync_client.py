@@ -48,7 +48,13 @@ def produce_split_consume(service_url: str) -> tuple[list[tuple[str, int]], ...]
         assert producer.send(payload("last", 0), key="last") is not None
         received = read_all(consumer, len(sent) + 1)
         durable = consumer.flush_acknowledgements()
-        assert durable == consumer.positions()
+        # A parent read to its end may be released by the controller while the flush runs:
+        # it leaves positions() but its acknowledgement was still made durable.
+        held = consumer.positions()
+        assert held, "the split's children are still read"
+        assert held.items() <= durable.items()
+        released = set(durable) - set(held)
+        assert released <= {first}, f"only the split parent may be released, got {released}"
         producer.close()
         consumer.close()
         return sent, received
