@@ -15,10 +15,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
-from collections import defaultdict
-from collections.abc import AsyncIterator, Callable
+from asyncio import FIRST_COMPLETED
+from collections import Counter, defaultdict
+from collections.abc import AsyncIterator, Callable, Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 from aiohttp.test_utils import TestServer
@@ -143,6 +145,31 @@ class OrderedConsumer:
     subscription: str
     received: list[tuple[str, int]] = field(default_factory=list)
     _readers: dict[int, asyncio.Task[None]] = field(default_factory=dict)
+    per_segment: Counter[int] = field(default_factory=Counter)
+    _arrived: asyncio.Event = field(default_factory=asyncio.Event)
+
+    async def wait_received(self, count: int, running: asyncio.Task[None]) -> None:
+        """Return once ``count`` messages arrived, or ``running`` (this consumer's run) ended;
+        a stall fails with what each segment's reader is doing."""
+        try:
+            async with asyncio.timeout(60):
+                while len(self.received) < count and not running.done():
+                    self._arrived.clear()
+                    arrived = asyncio.ensure_future(self._arrived.wait())
+                    try:
+                        await asyncio.wait([running, arrived], return_when=FIRST_COMPLETED)
+                    finally:
+                        arrived.cancel()
+        except TimeoutError:
+            readers = {
+                segment_id: f"{self.per_segment[segment_id]} read, "
+                + ("ended" if task.done() else "reading")
+                for segment_id, task in self._readers.items()
+            }
+            raise AssertionError(
+                f"{self.subscription}: {len(self.received)} of {count} messages after 60 s; "
+                f"readers {readers}"
+            ) from None
 
     async def run(self, stop: asyncio.Event) -> None:
         try:
@@ -183,6 +210,8 @@ class OrderedConsumer:
                     continue
                 key, sequence = message.payload.decode().split(":")
                 self.received.append((key, int(sequence)))
+                self.per_segment[segment_id] += 1
+                self._arrived.set()
                 await client.ack(1, message.message_id, receipt=False)
         finally:
             await client.close()
@@ -273,7 +302,26 @@ async def scale_randomly(store: EmbeddedStore, seed: int) -> list[str]:
     return done
 
 
-def check_exactly_once_in_order(acked: list[tuple[str, int]], received: list[tuple[str, int]]):
+@contextlib.asynccontextmanager
+async def running_tasks(
+    work: list[Coroutine[Any, Any, None]], stop: asyncio.Event
+) -> AsyncIterator[list[asyncio.Task[None]]]:
+    """Run ``work``; on leaving, set ``stop`` and await every task, so that their failures
+    are raised here (the first one) and none outlives the test."""
+    tasks = [asyncio.create_task(each) for each in work]
+    try:
+        yield tasks
+    finally:
+        stop.set()
+        outcomes = await asyncio.gather(*tasks, return_exceptions=True)
+    for outcome in outcomes:
+        if isinstance(outcome, BaseException):
+            raise outcome
+
+
+def check_exactly_once_in_order(
+    acked: list[tuple[str, int]], received: list[tuple[str, int]]
+) -> None:
     by_key: dict[str, list[int]] = defaultdict(list)
     for key, sequence in received:
         by_key[key].append(sequence)
@@ -295,20 +343,16 @@ async def test_splits_and_merges_under_load_lose_nothing_and_keep_per_key_order(
         for n in range(PRODUCERS)
     ]
     billing = OrderedConsumer(store, "billing")
-    producing = [asyncio.create_task(p.run(stop_producing)) for p in producers]
-    consuming = asyncio.create_task(billing.run(stop_consuming))
-
-    operations = await scale_randomly(store, seed=20261122)
-    stop_producing.set()
-    await asyncio.gather(*producing)
-    acked = [item for p in producers for item in p.acked]
-
-    async with asyncio.timeout(60):
-        while len(billing.received) < len(acked) and not consuming.done():
-            await asyncio.sleep(0.05)
-    await asyncio.sleep(0.3)  # anything beyond the acked set would be a duplicate: let it show
-    stop_consuming.set()
-    await consuming
+    async with (
+        running_tasks([p.run(stop_producing) for p in producers], stop_producing) as producing,
+        running_tasks([billing.run(stop_consuming)], stop_consuming) as consuming,
+    ):
+        operations = await scale_randomly(store, seed=20261122)
+        stop_producing.set()
+        await asyncio.gather(*producing)
+        acked = [item for p in producers for item in p.acked]
+        await billing.wait_received(len(acked), consuming[0])
+        await asyncio.sleep(0.3)  # anything beyond the acked set would be a duplicate: let it show
 
     layout = (await read_view(store)).layout
     layout.check_invariants()
@@ -320,13 +364,9 @@ async def test_splits_and_merges_under_load_lose_nothing_and_keep_per_key_order(
     # splits: sealed segments with a backlog for its subscription are still served.
     late = OrderedConsumer(store, "late")
     stop_late = asyncio.Event()
-    reading = asyncio.create_task(late.run(stop_late))
-    async with asyncio.timeout(60):
-        while len(late.received) < len(acked) and not reading.done():
-            await asyncio.sleep(0.05)
-    await asyncio.sleep(0.3)
-    stop_late.set()
-    await reading
+    async with running_tasks([late.run(stop_late)], stop_late) as reading:
+        await late.wait_received(len(acked), reading[0])
+        await asyncio.sleep(0.3)
     check_exactly_once_in_order(acked, late.received)
     print(
         f"{len(acked)} messages, {OPERATIONS} operations, "

@@ -48,6 +48,7 @@ from scalable_topics.protocol import (
     decode_frame,
     encode_frame,
 )
+from scalable_topics.tasks import cancel_and_wait
 
 TIMEOUT = 20.0
 
@@ -78,22 +79,30 @@ class WireClient:
     async def connect(cls, url: str, token: str | None = None) -> WireClient:
         client = cls()
         client._session = aiohttp.ClientSession()
-        client._ws = await client._session.ws_connect(url + "/ws", max_msg_size=0)
-        client._reader = asyncio.create_task(client._read())
-        reply = await client.request(Connect(client.next_id(), (PROTOCOL_VERSION,), "tests", token))
-        assert isinstance(reply, Connected)
+        try:
+            client._ws = await client._session.ws_connect(url + "/ws", max_msg_size=0)
+            client._reader = asyncio.create_task(client._read())
+            reply = await client.request(
+                Connect(client.next_id(), (PROTOCOL_VERSION,), "tests", token)
+            )
+            assert isinstance(reply, Connected)
+        except BaseException:
+            await asyncio.shield(client.close())
+            raise
         return client
 
     def next_id(self) -> int:
         return next(self._ids)
 
     async def close(self) -> None:
-        if self._ws is not None:
-            await self._ws.close()
-        if self._reader is not None:
-            self._reader.cancel()
-        if self._session is not None:
-            await self._session.close()
+        try:
+            if self._ws is not None:
+                await self._ws.close()
+        finally:
+            if self._reader is not None:
+                await cancel_and_wait(self._reader)
+            if self._session is not None:
+                await self._session.close()
 
     async def send_raw(self, data: bytes) -> None:
         assert self._ws is not None
