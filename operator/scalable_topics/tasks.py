@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Coroutine, Iterable
+from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -29,6 +29,20 @@ async def cancel_and_wait(task: asyncio.Task[Any]) -> None:
     await asyncio.wait({task})
     if not task.cancelled():
         task.result()
+
+
+async def gather_settled(*work: Awaitable[T]) -> list[T]:
+    """Run ``work`` side by side and return the results in order. A failure is raised only
+    once every one has ended (the first, in order), so none is left running behind the
+    caller's error; ``asyncio.gather`` alone raises at once and abandons the rest. A
+    cancellation of the caller cancels them all."""
+    outcomes = await asyncio.gather(*work, return_exceptions=True)
+    results: list[T] = []
+    for outcome in outcomes:
+        if isinstance(outcome, BaseException):
+            raise outcome
+        results.append(outcome)
+    return results
 
 
 async def cancel_all(

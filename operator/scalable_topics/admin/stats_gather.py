@@ -15,6 +15,7 @@ from ..model.resources import TOPIC_LABEL, ScalableTopic, Segment, segment_objec
 from ..model.segment import SegmentInfo, SegmentState
 from ..protocol import ErrorCode
 from ..store import Store
+from ..tasks import gather_settled
 from .broker_admin import BrokerAdmin, BrokerAdminError, BrokerUnreachable
 from .stats import SegmentReport, TopicStats, Unavailable, aggregate
 
@@ -74,5 +75,5 @@ async def _gather_once(
         except ValueError as error:
             return info.segment_id, Unavailable(f"unreadable answer: {error}")
 
-    reports = dict(await asyncio.gather(*(one(info) for info in layout.segments.values())))
+    reports = dict(await gather_settled(*(one(info) for info in layout.segments.values())))
     return aggregate(topic, layout, brokers, reports), bool(pruned)

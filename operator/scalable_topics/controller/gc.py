@@ -41,6 +41,7 @@ from ..model.resources import ScalableTopic, Segment, segment_object_name
 from ..model.segment import SegmentInfo
 from ..store import NotFound, Store
 from ..store.informers import Informers
+from ..tasks import gather_settled
 from .events import EventRecorder
 from .gc_policy import Verdict, decide, frontier, newer_bytes
 from .segment_objects import mark_deleting
@@ -190,7 +191,7 @@ class SegmentCollector:
                     )
                     return info.segment_id, None
 
-        return dict(await asyncio.gather(*(one(info) for info in infos)))
+        return dict(await gather_settled(*(one(info) for info in infos)))
 
     async def _prune(
         self, topic: ScalableTopic, layout: SegmentLayout, info: SegmentInfo

@@ -54,6 +54,7 @@ from ..model.resources import (
 )
 from ..store import Conflict, NotFound, Store
 from ..store.informers import Informers
+from ..tasks import gather_settled
 from .brokers import registered_brokers
 from .events import EventRecorder
 from .gc import SegmentCollector
@@ -390,12 +391,7 @@ class TopicLifecycle:
                     log.info("segment %s of %s/%s was already gone", descriptor, namespace, name)
 
         # Every broker's deletions end before a failure (an error answer: retried) is raised.
-        outcomes = await asyncio.gather(
-            *(on(broker, hosted) for broker, hosted in by_broker.items()), return_exceptions=True
-        )
-        for outcome in outcomes:
-            if isinstance(outcome, BaseException):
-                raise outcome
+        await gather_settled(*(on(broker, hosted) for broker, hosted in by_broker.items()))
 
 
 @dataclass(slots=True)

@@ -72,6 +72,7 @@ from ..model.scale_request import (
 from ..model.segment import descriptor
 from ..store import Conflict, NotFound, Store
 from ..store.informers import Informers
+from ..tasks import gather_settled
 from .brokers import registered_brokers
 from .events import EventRecorder
 from .failpoints import failpoint
@@ -426,7 +427,7 @@ class TopicScaler:
                 topic.metadata.name, descriptor(child.segment_id, child.hash_range)
             )
             states[name] = {"state": SegmentPhase.ACTIVE.value}
-        await asyncio.gather(
+        await gather_settled(
             *(
                 self._store.patch_status(Segment.KIND, namespace, name, {"status": status})
                 for name, status in states.items()

@@ -32,6 +32,7 @@ from ..model.layout import LayoutChange, SegmentLayout
 from ..model.resources import OperationStep, ScalableTopic, Segment
 from ..store import NotFound
 from ..store.informers import Informers
+from ..tasks import gather_settled
 
 FENCE_TIMEOUT = 10.0  # a grant is refused when a segment stays unreachable this long
 _RETRY_FIRST, _RETRY_MAX = 0.05, 1.0
@@ -133,7 +134,7 @@ async def fence_topic(
         )
         missing: dict[int, str] = {}
         busy: dict[int, tuple[str, ...]] = {}
-        for segment_id, in_force, problem in await asyncio.gather(*attempts):
+        for segment_id, in_force, problem in await gather_settled(*attempts):
             if isinstance(problem, tuple):
                 busy[segment_id] = problem
             elif in_force is not None:
@@ -178,7 +179,7 @@ async def connected_producers(
             return segment_id, ()
         return segment_id, tuple(sorted({n for n in names if n != holder}))
 
-    found = await asyncio.gather(*(probe(i) for i in sorted(targets.required | targets.if_present)))
+    found = await gather_settled(*(probe(i) for i in sorted(targets.required | targets.if_present)))
     return {segment_id: names for segment_id, names in found if names}
 
 

@@ -34,6 +34,7 @@ from ..model.timefmt import format_time
 from ..protocol import InitialPosition
 from ..store import NotFound, Store
 from ..store.informers import Informers
+from ..tasks import gather_settled
 from .events import EventRecorder
 from .subscription_plan import SubscriptionPlan, plan_subscriptions, record_intent, record_outcome
 
@@ -123,7 +124,7 @@ class SubscriptionSync:
                 segment = objects.get(segment_object_name(name, info.descriptor))
                 return await self._apply_to_segment(topic, info, segment, plan)
 
-        results = await asyncio.gather(*(one(info) for info in layout.segments.values()))
+        results = await gather_settled(*(one(info) for info in layout.segments.values()))
         return [failure for failure in results if failure is not None]
 
     async def _apply_to_segment(
