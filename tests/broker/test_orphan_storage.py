@@ -187,9 +187,8 @@ async def test_only_storage_of_segments_that_no_longer_exist_is_removed(broker: 
     assert broker.hosted() == kept
 
 
-class CreatedMeanwhile:
-    """The store while a topic of the same name is created again (with the segment's object)
-    just after the broker read that it was gone."""
+class ChangedAfterListingSegments:
+    """The store, changed by ``meanwhile`` just after the broker listed the Segment objects."""
 
     def __init__(self, store: EmbeddedStore) -> None:
         self._store = store
@@ -202,9 +201,20 @@ class CreatedMeanwhile:
     ) -> Any:
         listing = await self._store.list(kind, namespace, label_selector)
         if kind == Segment.KIND:
-            await make_topic(self._store, "orders", SegmentLayout.initial(1, NOW))
-            await make_object(self._store, "orders", 0, 0x0000, 0xFFFF)
+            await self.meanwhile()
         return listing
+
+    async def meanwhile(self) -> None:
+        raise NotImplementedError
+
+
+class CreatedMeanwhile(ChangedAfterListingSegments):
+    """A topic of the same name is created again (with the segment's object) just after the
+    broker read that it was gone."""
+
+    async def meanwhile(self) -> None:
+        await make_topic(self._store, "orders", SegmentLayout.initial(1, NOW))
+        await make_object(self._store, "orders", 0, 0x0000, 0xFFFF)
 
 
 async def test_storage_whose_object_appears_before_the_deletion_is_kept(broker: Broker) -> None:
@@ -256,26 +266,18 @@ async def test_an_empty_copy_of_a_segment_placed_on_another_broker_is_removed(
     assert broker.hosted() == kept
 
 
-class PlacedHereMeanwhile:
-    """The store while the controller places the segment on this broker again just after the
-    broker listed its objects (its other broker died too)."""
+class PlacedHereMeanwhile(ChangedAfterListingSegments):
+    """The controller places the segment on this broker again just after the broker listed
+    its objects (its other broker died too)."""
 
     def __init__(self, store: EmbeddedStore, object_name: str, url: str) -> None:
-        self._store = store
+        super().__init__(store)
         self._object_name, self._url = object_name, url
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._store, name)
-
-    async def list(
-        self, kind: str, namespace: str | None = None, label_selector: str | None = None
-    ) -> Any:
-        listing = await self._store.list(kind, namespace, label_selector)
-        if kind == Segment.KIND:
-            await self._store.patch_status(
-                Segment.KIND, "default", self._object_name, {"status": {"broker": self._url}}
-            )
-        return listing
+    async def meanwhile(self) -> None:
+        await self._store.patch_status(
+            Segment.KIND, "default", self._object_name, {"status": {"broker": self._url}}
+        )
 
 
 async def test_a_copy_placed_here_again_before_the_deletion_is_kept(broker: Broker) -> None:
