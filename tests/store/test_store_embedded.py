@@ -13,11 +13,14 @@ import pytest
 from store_testkit import LEASE, TOPIC, lease_object, next_event, rv, take, topic
 
 from scalable_topics.store import (
+    DEFAULT_KINDS,
     UNLIMITED,
     BudgetSettings,
     EmbeddedStore,
     EventType,
     Invalid,
+    KindInfo,
+    NotFound,
     Priority,
     StoreClosed,
     StoreError,
@@ -308,3 +311,23 @@ def test_the_default_budget_is_the_adapters() -> None:
     assert default_budget("embedded:///x.db") == UNLIMITED
     with pytest.raises(ValueError, match="unsupported store URL"):
         default_budget("kubernetes://cluster")
+
+
+CLUSTER_KIND = KindInfo("Namespace", "v1", "namespaces", status_subresource=True, namespaced=False)
+
+
+async def test_cluster_scoped_kinds_have_no_namespace(tmp_path: Path) -> None:
+    kinds = {**DEFAULT_KINDS, CLUSTER_KIND.kind: CLUSTER_KIND}
+    async with await EmbeddedStore.open(tmp_path / "store.db", kinds=kinds) as store:
+        namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-a"}}
+        created = await store.create(namespace)
+        assert "namespace" not in created["metadata"]
+        assert (await store.get("Namespace", "", "team-a"))["metadata"]["uid"]
+        with pytest.raises(Invalid, match="cluster-scoped"):
+            await store.create({**namespace, "metadata": {"name": "b", "namespace": "x"}})
+        patched = await store.patch("Namespace", "", "team-a", {"metadata": {"labels": {"a": "b"}}})
+        assert patched["metadata"]["labels"] == {"a": "b"}
+        assert [o["metadata"]["name"] for o in (await store.list("Namespace")).items] == ["team-a"]
+        await store.delete("Namespace", "", "team-a")
+        with pytest.raises(NotFound, match="Namespace team-a not found"):
+            await store.get("Namespace", "", "team-a")

@@ -5,11 +5,15 @@ class StoreError(Exception):
     """Base of every error the store port raises."""
 
 
+def _named(kind: str, namespace: str, name: str) -> str:
+    return f"{kind} {namespace}/{name}" if namespace else f"{kind} {name}"
+
+
 class NotFound(StoreError):
     """404: no such object."""
 
     def __init__(self, kind: str, namespace: str, name: str) -> None:
-        super().__init__(f"{kind} {namespace}/{name} not found")
+        super().__init__(f"{_named(kind, namespace, name)} not found")
         self.kind, self.namespace, self.name = kind, namespace, name
 
 
@@ -17,7 +21,7 @@ class AlreadyExists(StoreError):
     """409 on create: an object of that kind, namespace and name exists."""
 
     def __init__(self, kind: str, namespace: str, name: str) -> None:
-        super().__init__(f"{kind} {namespace}/{name} already exists")
+        super().__init__(f"{_named(kind, namespace, name)} already exists")
         self.kind, self.namespace, self.name = kind, namespace, name
 
 
@@ -26,7 +30,7 @@ class Conflict(StoreError):
 
     def __init__(self, kind: str, namespace: str, name: str, expected: str, actual: str) -> None:
         super().__init__(
-            f"{kind} {namespace}/{name} was modified: the write expected resourceVersion "
+            f"{_named(kind, namespace, name)} was modified: the write expected resourceVersion "
             f"{expected}, the store has {actual}; read it again and retry"
         )
         self.kind, self.namespace, self.name = kind, namespace, name

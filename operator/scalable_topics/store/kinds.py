@@ -17,6 +17,9 @@ class KindInfo:
     # With a status subresource, replace() ignores status and replace_status() touches nothing
     # else, and only spec changes bump the generation; without one, status is an ordinary field.
     status_subresource: bool
+    # Cluster-scoped objects (Namespaces, CustomResourceDefinitions) have no metadata.namespace;
+    # the port addresses them with the namespace "".
+    namespaced: bool = True
 
 
 LEASE = KindInfo("Lease", "coordination.k8s.io/v1", "leases", status_subresource=False)

@@ -10,6 +10,7 @@ from urllib.parse import unquote, urlsplit
 from ..model.clock import Clock
 from .budget import UNLIMITED, BudgetedStore, BudgetSettings
 from .embedded import EmbeddedStore
+from .kinds import DEFAULT_KINDS, KindInfo
 
 SUPPORTED = (
     "embedded:///absolute/path/to/store.db",
@@ -32,10 +33,15 @@ def default_budget(url: str) -> BudgetSettings:
 
 
 def open_store(
-    url: str, *, clock: Clock | None = None, budget: BudgetSettings | None = None
+    url: str,
+    *,
+    clock: Clock | None = None,
+    budget: BudgetSettings | None = None,
+    kinds: Mapping[str, KindInfo] = DEFAULT_KINDS,
 ) -> BudgetedStore:
     """Open the store ``url`` names, every request paced by ``budget`` (by default the
-    adapter's, see DEFAULT_BUDGETS); raise ValueError for a URL no adapter serves."""
+    adapter's, see DEFAULT_BUDGETS), serving ``kinds`` (the API server's are live: CRDs add
+    to them); raise ValueError for a URL no adapter serves."""
     parts = urlsplit(url)
     if parts.scheme != "embedded":
         raise _unsupported(url)
@@ -43,7 +49,7 @@ def open_store(
         raise ValueError(
             f"store URL {url!r} must name a file and nothing else: {' or '.join(SUPPORTED)}"
         )
-    inner = EmbeddedStore(unquote(parts.path), clock=clock)
+    inner = EmbeddedStore(unquote(parts.path), clock=clock, kinds=kinds)
     return BudgetedStore(inner, budget if budget is not None else default_budget(url))
 
 

@@ -62,8 +62,9 @@ def finalizers(obj: Object) -> list[str]:
 
 
 def identity(obj: Object) -> tuple[str, str, str]:
+    """Kind, namespace ("" for a cluster-scoped object) and name."""
     meta = metadata(obj)
-    return obj["kind"], meta["namespace"], meta["name"]
+    return obj["kind"], meta.get("namespace", ""), meta["name"]
 
 
 def check_version(stored: Object, expected: str | None) -> None:
@@ -106,7 +107,12 @@ def validate(obj: Any, kinds: Mapping[str, KindInfo]) -> KindInfo:
     name, namespace = meta.get("name"), meta.get("namespace")
     if not isinstance(name, str) or not name:
         raise Invalid(f"{kind}: metadata.name is required")
-    if not isinstance(namespace, str) or not namespace:
+    if not info.namespaced:
+        if namespace not in (None, ""):
+            raise Invalid(f"{kind} {name!r} is cluster-scoped: metadata.namespace must be empty")
+        meta.pop("namespace", None)
+        namespace = None
+    elif not isinstance(namespace, str) or not namespace:
         raise Invalid(f"{kind} {name!r}: metadata.namespace is required")
     if not is_dns_subdomain(name):
         raise Invalid(
@@ -114,7 +120,7 @@ def validate(obj: Any, kinds: Mapping[str, KindInfo]) -> KindInfo:
             f"{DNS_SUBDOMAIN_MAX} lowercase alphanumerics, '-' or '.', starting and ending "
             "with an alphanumeric"
         )
-    if not is_dns_label(namespace):
+    if namespace is not None and not is_dns_label(namespace):
         raise Invalid(
             f"{kind} metadata.namespace {namespace!r} is not a DNS label: at most "
             f"{DNS_LABEL_MAX} lowercase alphanumerics or '-', starting and ending with an "
@@ -256,7 +262,7 @@ def patch(
             ("kind", kind, patched.get("kind")),
             ("apiVersion", info.api_version, patched.get("apiVersion")),
             ("metadata.name", name, patched_meta.get("name")),
-            ("metadata.namespace", namespace, patched_meta.get("namespace")),
+            ("metadata.namespace", namespace or None, patched_meta.get("namespace") or None),
         ):
             if before != after:
                 raise Invalid(f"a patch cannot change {path} ({before!r} to {after!r})")
