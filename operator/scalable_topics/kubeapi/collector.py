@@ -156,12 +156,14 @@ class Collector:
             )
 
     async def _owner_exists(self, ref: Object, namespace: str) -> bool:
-        kind = ref.get("kind")
+        kind, name = ref.get("kind"), ref.get("name")
+        if not isinstance(kind, str) or not isinstance(name, str):
+            return False
         if kind not in self._registry.store_kinds:
             return False
         info = self._registry.store_kinds[kind]
         try:
-            owner = await self._store.get(kind, namespace if info.namespaced else "", ref["name"])
+            owner = await self._store.get(kind, namespace if info.namespaced else "", name)
         except NotFound:
             return False
         return bool(owner["metadata"].get("uid") == ref.get("uid"))

@@ -89,13 +89,14 @@ def parse_field_selector(text: str | None, store_kind: str) -> FieldSelector:
             index = _find_unescaped(term, operator)
             if index >= 0:
                 field, value = term[:index], term[index + len(operator) :]
+                matches_equal = equal
                 break
         else:
             raise _bad(f"invalid selector: '{text}'; can't understand '{term}'")
         field = field.strip()
         if field not in supported:
-            raise _bad(f'field label not supported: {field}')
-        requirements.append(FieldRequirement(field, _unescape(value), equal))
+            raise _bad(f"field label not supported: {field}")
+        requirements.append(FieldRequirement(field, _unescape(value), matches_equal))
     return FieldSelector(tuple(requirements))
 
 

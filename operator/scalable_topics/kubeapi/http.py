@@ -16,9 +16,7 @@ MAX_BODY_BYTES = 3 * 1024 * 1024  # the API server's request limit
 
 
 def json_response(body: Any, status: int = 200, warnings: Iterable[str] = ()) -> web.Response:
-    response = web.Response(
-        body=encode(body), status=status, content_type=JSON, charset=None
-    )
+    response = web.Response(body=encode(body), status=status, content_type=JSON, charset=None)
     for warning in warnings:
         response.headers.add("Warning", warning_header(warning))
     return response

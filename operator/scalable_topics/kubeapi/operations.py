@@ -188,8 +188,13 @@ class Operations:
                         resource.kind,
                         "",
                         resource.group,
-                        [Cause(CauseType.REQUIRED, "metadata.name", "Required value: name or "
-                               "generateName is required")],
+                        [
+                            Cause(
+                                CauseType.REQUIRED,
+                                "metadata.name",
+                                "Required value: name or generateName is required",
+                            )
+                        ],
                     )
                 obj["metadata"]["name"] = f"{prefix}{self._new_suffix()}"
             if resource.status_subresource:
@@ -198,7 +203,9 @@ class Operations:
                 obj["metadata"].pop(field, None)
             admitted = self._admit(resource, obj, None, field_validation)
             try:
-                stored = await self.store.create(self.registry.to_storage(resource, admitted.object))
+                stored = await self.store.create(
+                    self.registry.to_storage(resource, admitted.object)
+                )
             except AlreadyExists as exc:
                 if generate:
                     continue
@@ -344,9 +351,9 @@ class Operations:
                     precondition = requested
                 self._check_identity(resource, new, namespace, name)
             new = self._shape(resource, current, new, status=status)
-            new["metadata"]["resourceVersion"] = precondition or stored["metadata"][
-                "resourceVersion"
-            ]
+            new["metadata"]["resourceVersion"] = (
+                precondition or stored["metadata"]["resourceVersion"]
+            )
             admitted = self._admit(resource, new, current, field_validation)
             to_store = self.registry.to_storage(resource, admitted.object)
             try:

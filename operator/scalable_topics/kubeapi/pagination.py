@@ -119,7 +119,5 @@ def _decode(token: str) -> tuple[str, int]:
         if not isinstance(key, str) or not isinstance(offset, int) or offset < 0:
             raise ValueError(decoded)
     except (ValueError, KeyError, TypeError) as exc:
-        raise ApiError(
-            400, Reason.BAD_REQUEST, f"continue key is not valid: {token!r}"
-        ) from exc
+        raise ApiError(400, Reason.BAD_REQUEST, f"continue key is not valid: {token!r}") from exc
     return key, offset

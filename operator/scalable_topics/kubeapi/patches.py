@@ -50,7 +50,13 @@ def unsupported(content_type: str, builtin: bool) -> ApiError:
 
 
 def apply_patch(
-    stored: Object, body: bytes, content_type: str, *, builtin: bool, kind: str, name: str,
+    stored: Object,
+    body: bytes,
+    content_type: str,
+    *,
+    builtin: bool,
+    kind: str,
+    name: str,
     group: str,
 ) -> Object:
     """The object ``body`` (of ``content_type``) makes of ``stored``; ApiError when it cannot."""
@@ -64,12 +70,14 @@ def apply_patch(
         if content_type == JSON_PATCH:
             if not isinstance(patch, list):
                 raise ValueError("a JSON patch must be a list of operations")
-            return jsonpatch.apply_patch(stored, patch)  # type: ignore[no-any-return]
+            patched: Object = jsonpatch.apply_patch(stored, patch)
+            return patched
         if not isinstance(patch, dict):
             raise ValueError("a merge patch must be a JSON object")
         if content_type == MERGE:
             return merge_patch(stored, patch)
-        return strategic_merge(stored, patch, path=())
+        merged: Object = strategic_merge(stored, patch, path=())
+        return merged
     except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException, ValueError) as exc:
         qualified = f"{kind}.{group}" if group else kind
         raise ApiError(

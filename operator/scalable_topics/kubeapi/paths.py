@@ -33,8 +33,10 @@ def parse_resource_path(path: str) -> ResourcePath | None:
         return None
     if not rest:
         return None
-    if rest[0] == "namespaces" and len(rest) >= 3 and not (
-        group == "" and len(rest) == 3 and rest[2] in NAMESPACE_SUBRESOURCES
+    if (
+        rest[0] == "namespaces"
+        and len(rest) >= 3
+        and not (group == "" and len(rest) == 3 and rest[2] in NAMESPACE_SUBRESOURCES)
     ):
         namespace, rest = rest[1], rest[2:]
     else:

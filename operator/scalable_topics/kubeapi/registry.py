@@ -98,9 +98,10 @@ class Registry:
         stored: dict[str, KindInfo] = {}
         for resource in self._builtin:
             by_path[(resource.group, resource.version, resource.plural)] = resource
-            if resource.stored_as == resource.kind and (resource.api_version, resource.kind) not in (
-                self._conversions
-            ):
+            if resource.stored_as == resource.kind and (
+                resource.api_version,
+                resource.kind,
+            ) not in (self._conversions):
                 stored[resource.kind] = _kind_info(resource)
         for crd_name, types in self._defined.items():
             storage = self._storage_versions.get(crd_name)

@@ -216,8 +216,7 @@ class ResourceHandler:
             name,
             resource_version=preconditions.get("resourceVersion"),
             uid=preconditions.get("uid"),
-            propagation=options.get("propagationPolicy")
-            or request.query.get("propagationPolicy"),
+            propagation=options.get("propagationPolicy") or request.query.get("propagationPolicy"),
         )
         return json_response(deleted.object, 200 if deleted.removed else 202)
 

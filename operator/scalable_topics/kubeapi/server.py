@@ -8,6 +8,7 @@ documents, and one handler for every resource URL. Every error is a metav1.Statu
 
 from __future__ import annotations
 
+import contextlib
 import hmac
 import logging
 import socket
@@ -86,10 +87,8 @@ class KubeApiServer:
 
     async def ensure_namespaces(self, names: Iterable[str]) -> None:
         for name in names:
-            try:
+            with contextlib.suppress(AlreadyExists):
                 await self.store.create(builtins.namespace_object(name))
-            except AlreadyExists:
-                pass
 
     async def install_crds(self, crds: Iterable[Object]) -> None:
         """Create or update CRDs (standalone installs its own, as an operator would)."""
