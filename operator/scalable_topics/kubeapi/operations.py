@@ -281,6 +281,8 @@ class Operations:
         propagation: str | None = None,
     ) -> Deleted:
         ns = namespace or ""
+        if resource.stored_as == "Namespace":
+            return await self._terminate_namespace(resource, name)
         try:
             if uid is not None:
                 stored = await self.store.get(resource.stored_as, ns, name)
@@ -303,6 +305,19 @@ class Operations:
             "finalizers"
         )
         return Deleted(self.registry.from_storage(resource, result), removed)
+
+    async def _terminate_namespace(self, resource: ResourceType, name: str) -> Deleted:
+        """A Namespace goes in phase Terminating; the collector deletes what is in it, then
+        the Namespace itself."""
+        try:
+            stored = await self.store.get("Namespace", "", name)
+            if (stored.get("status") or {}).get("phase") != TERMINATING:
+                stored = await self.store.patch_status(
+                    "Namespace", "", name, {"status": {"phase": TERMINATING}}
+                )
+        except StoreError as exc:
+            raise self._store_error(resource, name, exc) from exc
+        return Deleted(self.registry.from_storage(resource, stored), removed=False)
 
     async def _add_deletion_finalizer(
         self, resource: ResourceType, namespace: str, name: str, propagation: str
