@@ -10,7 +10,8 @@ import pytest
 from support.eventually import eventually
 
 from scalable_topics.kubeapi.collector import Collector
-from scalable_topics.kubeapi.operations import Admitted, FieldValidation, Operations
+from scalable_topics.kubeapi.admission import Admitted, FieldValidation
+from scalable_topics.kubeapi.operations import Operations
 from scalable_topics.kubeapi.registry import Registry
 from scalable_topics.kubeapi.resources import ResourceType
 from scalable_topics.store import EmbeddedStore, NotFound
@@ -27,7 +28,7 @@ Object = dict[str, Any]
 def admit_all(
     resource: ResourceType, new: Object, old: Object | None, fv: FieldValidation
 ) -> Admitted:
-    return Admitted(new)
+    return Admitted(new, ())
 
 
 @pytest.fixture

@@ -11,11 +11,8 @@ from typing import Any
 import pytest
 
 from scalable_topics.kubeapi.field_selectors import FieldSelector, parse_field_selector
-from scalable_topics.kubeapi.operations import (
-    Admitted,
-    FieldValidation,
-    Operations,
-)
+from scalable_topics.kubeapi.admission import Admitted, FieldValidation
+from scalable_topics.kubeapi.operations import Operations
 from scalable_topics.kubeapi.pagination import ListPager
 from scalable_topics.kubeapi.registry import Registry
 from scalable_topics.kubeapi.resources import ResourceType
@@ -35,7 +32,7 @@ STRICT = FieldValidation.STRICT
 def admit_all(
     resource: ResourceType, new: Object, old: Object | None, fv: FieldValidation
 ) -> Admitted:
-    return Admitted(new)
+    return Admitted(new, ())
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ from typing import Any
 
 from aiohttp import web
 
-from .operations import FieldValidation
+from .admission import FieldValidation, parse_field_validation
 from .status import ApiError, Reason
 
 JSON = "application/json"
@@ -81,18 +81,8 @@ def integer(request: web.Request, name: str, *, minimum: int = 0) -> int | None:
     return number
 
 
-def field_validation(request: web.Request) -> FieldValidation:
-    value = request.query.get("fieldValidation", "")
-    if not value:
-        return FieldValidation.WARN  # the API server's default
-    try:
-        return FieldValidation(value)
-    except ValueError:
-        raise ApiError(
-            400,
-            Reason.BAD_REQUEST,
-            f"fieldValidation must be Strict, Warn or Ignore, not {value!r}",
-        ) from None
+def field_validation(request: web.Request, options_kind: str) -> FieldValidation:
+    return parse_field_validation(request.query.get("fieldValidation"), options_kind)
 
 
 def refuse_dry_run(request: web.Request) -> None:

@@ -13,7 +13,6 @@ import copy
 import secrets
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import Any, Protocol
 
 from ..store import (
@@ -27,6 +26,7 @@ from ..store import (
     StoreError,
     Watch,
 )
+from .admission import Admitted, FieldValidation
 from .field_selectors import FieldSelector
 from .object_meta import metadata_causes
 from .pagination import ListPager, Page
@@ -42,18 +42,6 @@ GENERATE_NAME_ATTEMPTS = 8
 _GENERATED_CHARS = "bcdfghjklmnpqrstvwxz2456789"
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 TERMINATING = "Terminating"
-
-
-class FieldValidation(StrEnum):
-    STRICT = "Strict"
-    WARN = "Warn"
-    IGNORE = "Ignore"
-
-
-@dataclass(frozen=True, slots=True)
-class Admitted:
-    object: Object
-    warnings: tuple[str, ...] = ()
 
 
 class Admission(Protocol):
@@ -432,7 +420,7 @@ class Operations:
                         f"deleted, found new finalizers {sorted(added)}",
                     )
                 )
-        admitted = Admitted(new)
+        admitted = Admitted(new, ())
         try:
             admitted = self._admission(resource, new, old, field_validation)
         except ApiError as exc:

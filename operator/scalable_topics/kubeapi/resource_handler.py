@@ -162,7 +162,9 @@ class ResourceHandler:
     ) -> web.StreamResponse:
         refuse_dry_run(request)
         body = await read_json(request)
-        written = await self._ops.create(resource, namespace, body, field_validation(request))
+        written = await self._ops.create(
+            resource, namespace, body, field_validation(request, "CreateOptions")
+        )
         await self._on_written(resource, written.object)
         return json_response(written.object, 201, written.warnings)
 
@@ -177,7 +179,12 @@ class ResourceHandler:
         refuse_dry_run(request)
         body = await read_json(request)
         written = await self._ops.update(
-            resource, namespace, name, body, field_validation(request), status=status
+            resource,
+            namespace,
+            name,
+            body,
+            field_validation(request, "UpdateOptions"),
+            status=status,
         )
         await self._on_written(resource, written.object)
         return json_response(written.object, 200, written.warnings)
@@ -197,7 +204,7 @@ class ResourceHandler:
             name,
             await request.read(),
             request.content_type,
-            field_validation(request),
+            field_validation(request, "PatchOptions"),
             status=status,
             builtin=self._is_builtin(resource),
         )

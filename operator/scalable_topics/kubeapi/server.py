@@ -22,7 +22,8 @@ from ..store.informer import Change, Informer
 from . import admission, builtins, crd_types, discovery, openapi
 from .collector import CRD_CLEANUP, Collector
 from .http import MAX_BODY_BYTES, error_response, json_response
-from .operations import SYSTEM_NAMESPACES, Admitted, FieldValidation, Operations
+from .admission import Admitted, FieldValidation
+from .operations import SYSTEM_NAMESPACES, Operations
 from .pagination import ListPager
 from .paths import parse_resource_path
 from .presentation import Presentation
@@ -173,9 +174,18 @@ class KubeApiServer:
         old: Object | None,
         field_validation: FieldValidation,
     ) -> Admitted:
-        admitted = Admitted(new)
-        if resource.schema is not None:
-            admitted = admission.admit(resource, new, old, field_validation)
+        admitted = Admitted(new, ())
+        if resource.schema is not None and not builtins.is_builtin(resource):
+            admitted = admission.admit(
+                resource.schema,
+                new,
+                old,
+                field_validation=field_validation,
+                kind=resource.kind,
+                name=new.get("metadata", {}).get("name", ""),
+                group=resource.group,
+                version=resource.version,
+            )
         causes = builtins.admission_causes(resource, admitted.object, old)
         if causes:
             name = admitted.object.get("metadata", {}).get("name", "")
