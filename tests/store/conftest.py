@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from store_testkit import Backend
+from store_testkit import TEST_KINDS, Backend
 
 from scalable_topics.model.clock import Clock
 from scalable_topics.store import BudgetedStore, BudgetSettings, EmbeddedStore, Store
@@ -24,7 +24,7 @@ CONTRACT_BUDGET = BudgetSettings(qps=500, burst=10)
 
 def embedded_backend(path: Path) -> Backend:
     async def opener(clock: Clock | None, history_limit: int | None) -> Store:
-        options: dict[str, Any] = {"clock": clock, "poll_interval": 0.01}
+        options: dict[str, Any] = {"clock": clock, "poll_interval": 0.01, "kinds": TEST_KINDS}
         if history_limit is not None:
             options["history_limit"] = history_limit
         return await EmbeddedStore.open(path, **options)
@@ -47,7 +47,7 @@ def memory_backend() -> Backend:
     async def opener(clock: Clock | None, history_limit: int | None) -> Store:
         if history_limit is not None:
             shared.history_limit = history_limit
-        return MemoryStore(shared, clock=clock)
+        return MemoryStore(shared, clock=clock, kinds=TEST_KINDS)
 
     return Backend("memory", "memory:", opener, compacts_on_request=True)
 
