@@ -46,6 +46,8 @@ class Backend:
     # Whether only the test moves the backend's revisions (a real cluster's controllers write
     # all the time, so a list's resourceVersion may be past the test's last write).
     private_history: bool = True
+    # What else to release once the stores are closed (a server the backend started).
+    cleanup: Callable[[], Awaitable[None]] | None = None
     _stores: list[Store] = field(default_factory=list)
 
     async def new_store(
@@ -56,8 +58,12 @@ class Backend:
         return store
 
     async def close_all(self) -> None:
-        for store in self._stores:
-            await store.close()
+        try:
+            for store in self._stores:
+                await store.close()
+        finally:
+            if self.cleanup is not None:
+                await self.cleanup()
 
 
 def topic(
