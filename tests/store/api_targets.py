@@ -291,8 +291,11 @@ class KubeApiTarget:
     """Our API server over a fresh embedded store, started on the first store a test asks
     for, so that the test's clock and history limit are the store's."""
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, **store_options: Any) -> None:
+        """``store_options``: EmbeddedStore options of the server's store (bookmark_interval,
+        history_limit)."""
         self.folder = folder
+        self.store_options = store_options
         self.kubeconfig = folder / "kubeconfig"
         self.pool = NamespacePool()
         self.server: Any = None
@@ -303,7 +306,7 @@ class KubeApiTarget:
         from scalable_topics.kubeapi.server import KubeApiServer, default_registry
 
         registry = default_registry()
-        options: dict[str, Any] = {"clock": clock, "poll_interval": 0.01}
+        options: dict[str, Any] = {"clock": clock, "poll_interval": 0.01, **self.store_options}
         if history_limit is not None:
             options["history_limit"] = history_limit
         self.store = await EmbeddedStore.open(

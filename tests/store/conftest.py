@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from api_targets import cluster_backend
+from api_targets import cluster_backend, kubeapi_backend
 from store_testkit import TEST_KINDS, Backend
 
 from scalable_topics.model.clock import Clock
@@ -72,6 +72,8 @@ async def store_backend(request: pytest.FixtureRequest, tmp_path: Path) -> Async
         backend = memory_backend()
     elif request.param == "budgeted":
         backend = budgeted_backend(tmp_path / "store.db")
+    elif request.param == "kubeapi":
+        backend = kubeapi_backend(tmp_path)
     elif request.param == "cluster":
         backend = cluster_backend(
             os.environ[CLUSTER_KUBECONFIG_ENV], os.environ.get(CLUSTER_CONTEXT_ENV) or None
