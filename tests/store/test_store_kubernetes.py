@@ -393,6 +393,7 @@ async def test_requests_carry_the_token_and_leave_microtimes_alone(fake: Fake) -
     [seen] = fake.api.seen
     assert (seen.method, seen.path) == ("POST", LEASES)
     assert seen.headers["Authorization"] == f"Bearer {TOKEN}"
+    assert seen.headers["User-Agent"] == "scalable-topics-store"
     assert seen.headers["Content-Type"] == "application/json"
     assert f'"renewTime": "{renew}"' in seen.text
     assert f'"acquireTime": "{renew}"' in seen.text

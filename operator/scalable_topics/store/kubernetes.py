@@ -88,6 +88,7 @@ SCHEME = "kubernetes"
 IN_CLUSTER = "in-cluster"
 DEFAULT_KUBECONFIG = "~/.kube/config"
 
+USER_AGENT = "scalable-topics-store"
 LIST_PAGE = 500  # objects per list request, as kopf and kubectl page
 WATCH_TIMEOUT_SECONDS = 300  # a stream's life at the server; the next one resumes where it ended
 REQUEST_TIMEOUT_SECONDS = 60.0  # a request other than a watch, from connect to the last byte
@@ -448,7 +449,9 @@ class KubernetesStore:
             if self._client is None:
                 configuration = await load_configuration(self.source)
                 self._check_open()
-                self._client = ApiClient(configuration)
+                client = ApiClient(configuration)
+                client.user_agent = USER_AGENT  # what the server's audit log names us by
+                self._client = client
             return self._client
 
     async def _call(
