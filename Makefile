@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 EXTRAS ?= dev,server,operator
 
-.PHONY: install test lint crds check check-scaling quickstart bench clean
+.PHONY: install test lint crds check check-scaling quickstart bench clean test-kubernetes-store
 
 install: $(STAMP)
 
@@ -48,3 +48,17 @@ check: lint test
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
+
+# The store contract suite against a real cluster, through the Kubernetes adapter: the cluster
+# the KUBECONFIG variable names (its current context, or ST_STORE_CONTRACT_CONTEXT). Each test
+# works in namespaces of its own, deleted after it; the StoreProbe CRD (tests/store) is applied
+# once and left installed. Without KUBECONFIG there is no cluster to test: it says so, and passes.
+test-kubernetes-store: install
+	@if [ -z "$$KUBECONFIG" ]; then \
+		echo "test-kubernetes-store: SKIPPED: KUBECONFIG is not set, so there is no cluster to run the store contract suite against"; \
+	else \
+		echo "test-kubernetes-store: the store contract suite on the cluster of $$KUBECONFIG"; \
+		ST_STORE_CONTRACT_KUBECONFIG="$$KUBECONFIG" $(BIN)/python -m pytest -q -p no:cacheprovider \
+			tests/store/test_store_contract.py tests/store/test_store_leases.py \
+			tests/store/test_store_replay.py -k "cluster"; \
+	fi

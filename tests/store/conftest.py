@@ -1,13 +1,20 @@
-"""Fixtures of the store tests: the contract suite runs once per adapter in ADAPTERS."""
+"""Fixtures of the store tests: the contract suite runs once per adapter in ADAPTERS.
+
+"kubeapi" is the Kubernetes adapter through our own API server (scalable_topics.kubeapi);
+"cluster", the Kubernetes adapter on a real cluster, runs only when CLUSTER_KUBECONFIG_ENV names
+its kubeconfig (``make test-kubernetes-store``; see tests/store/api_targets.py).
+"""
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from store_testkit import Backend
+from api_targets import cluster_backend, kubeapi_backend
+from store_testkit import TEST_KINDS, Backend
 
 from scalable_topics.model.clock import Clock
 from scalable_topics.store import BudgetedStore, BudgetSettings, EmbeddedStore, Store
@@ -19,12 +26,16 @@ from support.memory_store import MemoryBackend, MemoryStore
 # store behind a request budget tight enough that the suite's bursts wait for tokens, as
 # open_store hands it to every component.
 ADAPTERS = ["embedded", "memory", "budgeted"]
+CLUSTER_KUBECONFIG_ENV = "ST_STORE_CONTRACT_KUBECONFIG"
+CLUSTER_CONTEXT_ENV = "ST_STORE_CONTRACT_CONTEXT"  # optional: a context other than the current
+if os.environ.get(CLUSTER_KUBECONFIG_ENV):
+    ADAPTERS.append("cluster")
 CONTRACT_BUDGET = BudgetSettings(qps=500, burst=10)
 
 
 def embedded_backend(path: Path) -> Backend:
     async def opener(clock: Clock | None, history_limit: int | None) -> Store:
-        options: dict[str, Any] = {"clock": clock, "poll_interval": 0.01}
+        options: dict[str, Any] = {"clock": clock, "poll_interval": 0.01, "kinds": TEST_KINDS}
         if history_limit is not None:
             options["history_limit"] = history_limit
         return await EmbeddedStore.open(path, **options)
@@ -47,7 +58,7 @@ def memory_backend() -> Backend:
     async def opener(clock: Clock | None, history_limit: int | None) -> Store:
         if history_limit is not None:
             shared.history_limit = history_limit
-        return MemoryStore(shared, clock=clock)
+        return MemoryStore(shared, clock=clock, kinds=TEST_KINDS)
 
     return Backend("memory", "memory:", opener, compacts_on_request=True)
 
@@ -59,8 +70,14 @@ async def store_backend(request: pytest.FixtureRequest, tmp_path: Path) -> Async
         backend = embedded_backend(tmp_path / "store.db")
     elif request.param == "memory":
         backend = memory_backend()
-    elif request.param == "budgeted" or request.param == "budgeted":
+    elif request.param == "budgeted":
         backend = budgeted_backend(tmp_path / "store.db")
+    elif request.param == "kubeapi":
+        backend = kubeapi_backend(tmp_path)
+    elif request.param == "cluster":
+        backend = cluster_backend(
+            os.environ[CLUSTER_KUBECONFIG_ENV], os.environ.get(CLUSTER_CONTEXT_ENV) or None
+        )
     else:
         raise AssertionError(f"no fixture for adapter {request.param!r}")
     yield backend

@@ -3,17 +3,28 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from scalable_topics.model.clock import Clock
 from scalable_topics.model.resources import API_VERSION
-from scalable_topics.store import Object, Store, Watch, WatchEvent
+from scalable_topics.store import DEFAULT_KINDS, KindInfo, Object, Store, Watch, WatchEvent
 
 TOPIC = "ScalableTopic"
 LEASE = "Lease"
 TIMEOUT = 10.0  # generous: it only bounds a failing test
+
+# The contract suite's own kind (tests/store/storeprobe-crd.yaml): free-form spec and status,
+# so that its objects mean the same on every target, a real API server's CRD schema included.
+PROBE_INFO = KindInfo(
+    "StoreProbe", "test.scalabletopics.dev/v1", "storeprobes", status_subresource=True
+)
+PROBE = PROBE_INFO.kind
+PROBE_CRD = Path(__file__).with_name("storeprobe-crd.yaml")
+TEST_KINDS: Mapping[str, KindInfo] = MappingProxyType({**DEFAULT_KINDS, PROBE: PROBE_INFO})
 
 
 # Opens one more store instance on a backend: (clock, history_limit) -> store.
@@ -29,6 +40,14 @@ class Backend:
     opener: StoreOpener
     # Whether a test can shorten the history the backend keeps, to check Expired.
     compacts_on_request: bool
+    # Whether the clock a test gives new_store stamps the objects (a real cluster's API server
+    # keeps its own time).
+    controls_clock: bool = True
+    # Whether only the test moves the backend's revisions (a real cluster's controllers write
+    # all the time, so a list's resourceVersion may be past the test's last write).
+    private_history: bool = True
+    # What else to release once the stores are closed (a server the backend started).
+    cleanup: Callable[[], Awaitable[None]] | None = None
     _stores: list[Store] = field(default_factory=list)
 
     async def new_store(
@@ -39,8 +58,12 @@ class Backend:
         return store
 
     async def close_all(self) -> None:
-        for store in self._stores:
-            await store.close()
+        try:
+            for store in self._stores:
+                await store.close()
+        finally:
+            if self.cleanup is not None:
+                await self.cleanup()
 
 
 def topic(
@@ -66,6 +89,20 @@ def topic(
     if status is not None:
         obj["status"] = status
     return obj
+
+
+def probe(
+    name: str,
+    namespace: str = "default",
+    *,
+    labels: dict[str, str] | None = None,
+    spec: dict[str, Any] | None = None,
+    status: dict[str, Any] | None = None,
+    finalizers: list[str] | None = None,
+) -> Object:
+    """A StoreProbe, as ``topic`` builds a ScalableTopic."""
+    obj = topic(name, namespace, labels=labels, spec=spec, status=status, finalizers=finalizers)
+    return {**obj, "apiVersion": PROBE_INFO.api_version, "kind": PROBE}
 
 
 def lease_object(name: str, namespace: str = "default", **spec: Any) -> Object:

@@ -283,7 +283,7 @@ async def test_open_store_absolute_and_relative_urls(
 @pytest.mark.parametrize(
     "url",
     [
-        "kubernetes://cluster",
+        "etcd://cluster",
         "sqlite:///x.db",
         "/plain/path.db",
         "embedded://host/x.db",
@@ -310,7 +310,7 @@ async def test_open_store_paces_requests_by_the_budget_it_is_given(tmp_path: Pat
 def test_the_default_budget_is_the_adapters() -> None:
     assert default_budget("embedded:///x.db") == UNLIMITED
     with pytest.raises(ValueError, match="unsupported store URL"):
-        default_budget("kubernetes://cluster")
+        default_budget("etcd://cluster")
 
 
 CLUSTER_KIND = KindInfo("Namespace", "v1", "namespaces", status_subresource=True, namespaced=False)

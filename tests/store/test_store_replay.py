@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from store_testkit import TOPIC, Backend, events_through, topic
+from store_testkit import PROBE, Backend, events_through, probe
 
 from scalable_topics.store import (
     AlreadyExists,
@@ -63,25 +63,25 @@ async def apply(store: Store, other: Store, namespace: str, op: Op) -> None:
         match op.action:
             case "create":
                 labels = {"color": op.color} if op.color else None
-                await store.create(topic(op.name, namespace, labels=labels, spec={"v": op.value}))
+                await store.create(probe(op.name, namespace, labels=labels, spec={"v": op.value}))
             case "replace":
-                current = await store.get(TOPIC, namespace, op.name)
+                current = await store.get(PROBE, namespace, op.name)
                 await store.replace({**current, "spec": {"v": op.value}})
             case "relabel":
                 relabel = {"metadata": {"labels": {"color": op.color}}}
-                await store.patch(TOPIC, namespace, op.name, relabel)
+                await store.patch(PROBE, namespace, op.name, relabel)
             case "status":
-                await store.patch_status(TOPIC, namespace, op.name, {"status": {"v": op.value}})
+                await store.patch_status(PROBE, namespace, op.name, {"status": {"v": op.value}})
             case "delete":
-                await store.delete(TOPIC, namespace, op.name)
+                await store.delete(PROBE, namespace, op.name)
             case "hold":
                 hold = {"metadata": {"finalizers": [FINALIZER]}}
-                await store.patch(TOPIC, namespace, op.name, hold)
+                await store.patch(PROBE, namespace, op.name, hold)
             case "release":
-                await store.patch(TOPIC, namespace, op.name, {"metadata": {"finalizers": None}})
+                await store.patch(PROBE, namespace, op.name, {"metadata": {"finalizers": None}})
             case "stale":  # a writer that lost the race gets Conflict
-                read = await store.get(TOPIC, namespace, op.name)
-                await other.patch(TOPIC, namespace, op.name, {"spec": {"moved": uuid.uuid4().hex}})
+                read = await store.get(PROBE, namespace, op.name)
+                await other.patch(PROBE, namespace, op.name, {"spec": {"moved": uuid.uuid4().hex}})
                 with pytest.raises(Conflict):
                     await store.replace({**read, "spec": {"stale": True}})
 
@@ -109,9 +109,9 @@ def replay(events: list[WatchEvent]) -> dict[str, Object]:
 @given(ops=ops_strategy)
 async def test_watch_streams_replay_to_the_final_list(trio: list[Store], ops: list[Op]) -> None:
     namespace = f"ns-{uuid.uuid4().hex[:12]}"  # examples share the backend, not namespaces
-    start = (await trio[0].list(TOPIC, namespace)).resource_version
-    all_events = trio[1].watch(TOPIC, namespace, resource_version=start)
-    red_events = trio[2].watch(TOPIC, namespace, label_selector=SELECTOR)
+    start = (await trio[0].list(PROBE, namespace)).resource_version
+    all_events = trio[1].watch(PROBE, namespace, resource_version=start)
+    red_events = trio[2].watch(PROBE, namespace, label_selector=SELECTOR)
     async with all_events, red_events:
         for i in range(0, len(ops), 3):  # a few writers at a time, through different instances
             await asyncio.gather(
@@ -120,9 +120,9 @@ async def test_watch_streams_replay_to_the_final_list(trio: list[Store], ops: li
                     for op in ops[i : i + 3]
                 )
             )
-        final = await trio[0].list(TOPIC, namespace)
-        final_red = await trio[0].list(TOPIC, namespace, label_selector=SELECTOR)
-        marker = await trio[0].create(topic("marker", namespace, labels={"color": "red"}))
+        final = await trio[0].list(PROBE, namespace)
+        final_red = await trio[0].list(PROBE, namespace, label_selector=SELECTOR)
+        marker = await trio[0].create(probe("marker", namespace, labels={"color": "red"}))
         seen_all = await events_through(all_events, int(marker["metadata"]["resourceVersion"]))
         seen_red = await events_through(red_events, int(marker["metadata"]["resourceVersion"]))
 
