@@ -89,6 +89,12 @@ _CALL_KINDS: Final = {
     **dict.fromkeys(_STRING_CALLS, "string"),
     **dict.fromkeys(_OTHER_CALLS, "other"),
 }
+_CEL_TYPE_NAMES: Final = {
+    "string": "string",
+    "integer": "int",
+    "number": "double",
+    "boolean": "bool",
+}
 _SCHEMA_KINDS: Final = {"boolean": "bool", "string": "string"}
 _WRAPPERS: Final = frozenset(
     {
@@ -131,11 +137,22 @@ def _display(text: str, line: int, column: int, message: str) -> str:
 
 
 def _syntax_error(text: str, error: CELParseError) -> str:
+    """A parse error placed and worded as cel-go words its syntax errors."""
     line = error.line or 1
     column = error.column or 1
+    cause = error.__context__
     lines = text.split("\n")
-    rest = lines[line - 1][column - 1 :] if line <= len(lines) else ""
-    found = rest.split()[0] if rest.split() else "<EOF>"
+    if isinstance(cause, lark.exceptions.UnexpectedToken) and cause.token.type == "$END":
+        found = "<EOF>"
+        line = len(lines)
+        column = len(lines[-1]) + 1
+    elif isinstance(cause, lark.exceptions.UnexpectedCharacters):
+        position = cause.pos_in_stream or 0
+        found = text[position : position + 1]
+        return _display(text, line, column, f"Syntax error: token recognition error at: '{found}'")
+    else:
+        rest = lines[line - 1][column - 1 :] if line <= len(lines) else ""
+        found = rest.split()[0] if rest.split() else "<EOF>"
     return _display(text, line, column, f"Syntax error: mismatched input '{found}'")
 
 
@@ -236,6 +253,10 @@ class _Checker:
 
     def _select(self, target: Schema | None, name: object) -> Schema | None:
         if target is None or not isinstance(name, lark.Token):
+            return None
+        scalar = _CEL_TYPE_NAMES.get(st.declared_type(target))
+        if scalar is not None and not st.int_or_string(target):
+            self.issues.at_select(name, f"type '{scalar}' does not support field selection")
             return None
         if st.declares_properties(target) and not st.preserves_unknown_fields(target):
             fields = {escape(k): v for k, v in st.properties(target).items()}
