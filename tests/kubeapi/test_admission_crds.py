@@ -692,3 +692,28 @@ def test_stored_objects_read_back_pruned_and_defaulted() -> None:
     read = normalize(SEGMENT_SCHEMA, stored)
     assert "legacy" not in read["spec"]
     assert read["status"]["load"]["msgRateIn"] == 0.0
+
+
+def test_status_updates_check_the_status_schema_as_its_own_document() -> None:
+    stored = admit_topic(load_example()).object
+    update = copy.deepcopy(stored)
+    update["status"] = {"epoch": -1, "phase": "Ready", "segments": [{"id": 0}]}
+    with pytest.raises(ApiError) as raised:
+        admit(
+            TOPIC_SCHEMA,
+            update,
+            stored,
+            field_validation=FieldValidation.STRICT,
+            kind="ScalableTopic",
+            name="orders",
+            group="scalabletopics.dev",
+            version="v1alpha1",
+            status_subresource=True,
+        )
+    described = [c.describe() for c in raised.value.causes]
+    assert (
+        described[0]
+        == "status.epoch: Invalid value: -1: epoch in body should be greater than or equal to 0"
+    )
+    assert "status.segments[0].hashRange: Required value" in described
+    assert described[-1] == f"<nil>: {RULES_NOT_CHECKED}"

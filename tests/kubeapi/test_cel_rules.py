@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from scalable_topics.kubeapi import cel_rules
+from scalable_topics.kubeapi import cel_rules, crd_rules
 from scalable_topics.kubeapi.correlation import Correlated
 from scalable_topics.kubeapi.status import CauseType
 
@@ -329,7 +329,7 @@ def test_a_rule_that_does_not_compile_is_reported_where_it_runs() -> None:
 
 
 def checked(*rules: dict[str, Any], schema: dict[str, Any] | None = None) -> list[str]:
-    return [cause.describe() for cause in cel_rules.check_rules(schema or under_spec(*rules))]
+    return [cause.describe() for cause in crd_rules.check_rules(schema or under_spec(*rules))]
 
 
 RULE_PATH = f"{SCHEMA_PATH}.properties[spec].x-kubernetes-validations[0]"
