@@ -14,10 +14,12 @@ from scalable_topics.kubeapi.admission import (
     Admitted,
     FieldValidation,
     admit,
+    admit_resource,
     check_crd,
     normalize,
     parse_field_validation,
 )
+from scalable_topics.kubeapi.resources import ResourceType
 from scalable_topics.kubeapi.status import ApiError, CauseType
 
 RULES_NOT_CHECKED = (
@@ -717,3 +719,27 @@ def test_status_updates_check_the_status_schema_as_its_own_document() -> None:
     )
     assert "status.segments[0].hashRange: Required value" in described
     assert described[-1] == f"<nil>: {RULES_NOT_CHECKED}"
+
+
+def test_admit_resource_reads_the_resource_type() -> None:
+    topics = ResourceType(
+        group="scalabletopics.dev",
+        version="v1alpha1",
+        kind="ScalableTopic",
+        plural="scalabletopics",
+        singular="scalabletopic",
+        namespaced=True,
+        schema=TOPIC_SCHEMA,
+    )
+    example = load_example()
+    example["spec"]["replicas"] = 1
+    admitted = admit_resource(
+        topics, example, None, field_validation=FieldValidation.WARN, name="orders"
+    )
+    assert admitted.warnings == ('unknown field "spec.replicas"',)
+    example["apiVersion"] = "scalabletopics.dev/v1"
+    with pytest.raises(ApiError) as raised:
+        admit_resource(topics, example, None, field_validation="Ignore", name="orders")  # type: ignore[arg-type]
+    assert raised.value.causes[0].describe() == (
+        'apiVersion: Invalid value: "scalabletopics.dev/v1": must be scalabletopics.dev/v1alpha1'
+    )

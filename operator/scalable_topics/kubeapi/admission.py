@@ -21,12 +21,14 @@ from scalable_topics.kubeapi import structural as st
 from scalable_topics.kubeapi.correlation import Correlated
 from scalable_topics.kubeapi.crd_rules import check_crd, check_rules
 from scalable_topics.kubeapi.defaults import apply_defaults
+from scalable_topics.kubeapi.resources import ResourceType
 from scalable_topics.kubeapi.status import ApiError, Cause, CauseType, Reason, invalid
 
 __all__ = [
     "Admitted",
     "FieldValidation",
     "admit",
+    "admit_resource",
     "check_crd",
     "check_rules",
     "normalize",
@@ -162,9 +164,9 @@ def admit(
     pruning.prune_nulls(obj, schema)
     warnings: list[str] = []
     if unknown:
-        if field_validation is FieldValidation.STRICT:
+        if field_validation == FieldValidation.STRICT:
             raise strict_decoding_error(kind, version, unknown, patched)
-        if field_validation is FieldValidation.WARN:
+        if field_validation == FieldValidation.WARN:
             warnings += [f'unknown field "{path}"' for path in unknown]
     apply_defaults(obj, schema)
 
@@ -190,3 +192,31 @@ def admit(
     if causes:
         raise invalid(kind, name, group, causes)
     return Admitted(obj, tuple(warnings))
+
+
+def admit_resource(
+    resource: ResourceType,
+    new: dict[str, Any],
+    old: dict[str, Any] | None,
+    *,
+    field_validation: FieldValidation,
+    name: str,
+    patched: str | None = None,
+    status_subresource: bool = False,
+) -> Admitted:
+    """``admit`` for a CRD-defined ResourceType (its schema, kind, group and version); a type
+    without a schema is admitted as it is."""
+    if resource.schema is None:
+        return Admitted(copy.deepcopy(new), ())
+    return admit(
+        resource.schema,
+        new,
+        old,
+        field_validation=field_validation,
+        kind=resource.kind,
+        name=name,
+        group=resource.group,
+        version=resource.version,
+        patched=patched,
+        status_subresource=status_subresource,
+    )
