@@ -14,10 +14,12 @@ from scalable_topics.kubeapi.admission import (
     Admitted,
     FieldValidation,
     admit,
+    admit_resource,
     check_crd,
     normalize,
     parse_field_validation,
 )
+from scalable_topics.kubeapi.resources import ResourceType
 from scalable_topics.kubeapi.status import ApiError, CauseType
 
 RULES_NOT_CHECKED = (
@@ -692,3 +694,52 @@ def test_stored_objects_read_back_pruned_and_defaulted() -> None:
     read = normalize(SEGMENT_SCHEMA, stored)
     assert "legacy" not in read["spec"]
     assert read["status"]["load"]["msgRateIn"] == 0.0
+
+
+def test_status_updates_check_the_status_schema_as_its_own_document() -> None:
+    stored = admit_topic(load_example()).object
+    update = copy.deepcopy(stored)
+    update["status"] = {"epoch": -1, "phase": "Ready", "segments": [{"id": 0}]}
+    with pytest.raises(ApiError) as raised:
+        admit(
+            TOPIC_SCHEMA,
+            update,
+            stored,
+            field_validation=FieldValidation.STRICT,
+            kind="ScalableTopic",
+            name="orders",
+            group="scalabletopics.dev",
+            version="v1alpha1",
+            status_subresource=True,
+        )
+    described = [c.describe() for c in raised.value.causes]
+    assert (
+        described[0]
+        == "status.epoch: Invalid value: -1: epoch in body should be greater than or equal to 0"
+    )
+    assert "status.segments[0].hashRange: Required value" in described
+    assert described[-1] == f"<nil>: {RULES_NOT_CHECKED}"
+
+
+def test_admit_resource_reads_the_resource_type() -> None:
+    topics = ResourceType(
+        group="scalabletopics.dev",
+        version="v1alpha1",
+        kind="ScalableTopic",
+        plural="scalabletopics",
+        singular="scalabletopic",
+        namespaced=True,
+        schema=TOPIC_SCHEMA,
+    )
+    example = load_example()
+    example["spec"]["replicas"] = 1
+    admitted = admit_resource(
+        topics, example, None, field_validation=FieldValidation.WARN, name="orders"
+    )
+    assert admitted.warnings == ('unknown field "spec.replicas"',)
+    example["apiVersion"] = "scalabletopics.dev/v1"
+    with pytest.raises(ApiError) as raised:
+        admit_resource(topics, example, None, field_validation="Ignore", name="orders")  # type: ignore[arg-type]
+    assert raised.value.causes[0].describe() == (
+        'apiVersion: Invalid value: "scalabletopics.dev/v1": must be scalabletopics.dev/v1alpha1'
+    )

@@ -17,15 +17,18 @@ from typing import Any, Final
 
 from scalable_topics.kubeapi import cel_rules, embedded, list_types, pruning, schema_check
 from scalable_topics.kubeapi import field_errors as fe
-from scalable_topics.kubeapi.cel_rules import check_crd, check_rules
+from scalable_topics.kubeapi import structural as st
 from scalable_topics.kubeapi.correlation import Correlated
+from scalable_topics.kubeapi.crd_rules import check_crd, check_rules
 from scalable_topics.kubeapi.defaults import apply_defaults
+from scalable_topics.kubeapi.resources import ResourceType
 from scalable_topics.kubeapi.status import ApiError, Cause, CauseType, Reason, invalid
 
 __all__ = [
     "Admitted",
     "FieldValidation",
     "admit",
+    "admit_resource",
     "check_crd",
     "check_rules",
     "normalize",
@@ -119,6 +122,22 @@ def _type_meta(new: Mapping[str, Any], kind: str, group: str, version: str) -> l
     return causes
 
 
+def _status_errors(
+    schema: Mapping[str, Any], obj: dict[str, Any], correlation: Correlated | None
+) -> list[Cause]:
+    """The schema errors of ``status`` alone, validated as its own document under the path
+    ``status`` (ValidateStatusUpdate)."""
+    status_schema = st.properties(schema).get("status")
+    if status_schema is None or "status" not in obj:
+        return []
+    inner = correlation.key("status") if correlation is not None else None
+    causes = schema_check.validate(status_schema, obj["status"], inner)
+    return [
+        Cause(c.reason, "status" if c.field == fe.NO_FIELD else f"status.{c.field}", c.message)
+        for c in causes
+    ]
+
+
 def admit(
     schema: Mapping[str, Any],
     new: dict[str, Any],
@@ -130,19 +149,24 @@ def admit(
     group: str,
     version: str = "",
     patched: str | None = None,
+    status_subresource: bool = False,
 ) -> Admitted:
     """Admit ``new`` (the whole object; ``old`` is the stored one on update, None on create)
     against ``schema`` (the CRD version's openAPIV3Schema). ``version`` (e.g. ``v1alpha1``) is
     checked against apiVersion and named in strict decoding errors; ``patched`` is the patched
-    object's JSON when the request is a patch. ``new`` itself is left unchanged."""
+    object's JSON when the request is a patch. ``status_subresource``: the request is an update
+    of the /status subresource, whose schema check covers only ``status`` (kube-apiserver names
+    those errors ``status.<field>`` with messages naming the field within status, and checks no
+    embedded resources); list types and CEL rules still cover the whole object. ``new`` itself
+    is left unchanged."""
     obj = copy.deepcopy(new)
     unknown = pruning.prune(obj, schema)
     pruning.prune_nulls(obj, schema)
     warnings: list[str] = []
     if unknown:
-        if field_validation is FieldValidation.STRICT:
+        if field_validation == FieldValidation.STRICT:
             raise strict_decoding_error(kind, version, unknown, patched)
-        if field_validation is FieldValidation.WARN:
+        if field_validation == FieldValidation.WARN:
             warnings += [f'unknown field "{path}"' for path in unknown]
     apply_defaults(obj, schema)
 
@@ -152,8 +176,11 @@ def admit(
 
     stored = normalize(schema, old) if old is not None else None
     correlation = Correlated(obj, stored, schema) if stored is not None else None
-    causes = schema_check.validate(schema, obj, correlation)
-    causes += embedded.validate(schema, obj)
+    if status_subresource:
+        causes = _status_errors(schema, obj, correlation)
+    else:
+        causes = schema_check.validate(schema, obj, correlation)
+        causes += embedded.validate(schema, obj)
     if stored is None or not list_types.validate(schema, stored):
         causes += list_types.validate(schema, obj)
     if any(c.reason in _BLOCKING for c in causes):
@@ -165,3 +192,31 @@ def admit(
     if causes:
         raise invalid(kind, name, group, causes)
     return Admitted(obj, tuple(warnings))
+
+
+def admit_resource(
+    resource: ResourceType,
+    new: dict[str, Any],
+    old: dict[str, Any] | None,
+    *,
+    field_validation: FieldValidation,
+    name: str,
+    patched: str | None = None,
+    status_subresource: bool = False,
+) -> Admitted:
+    """``admit`` for a CRD-defined ResourceType (its schema, kind, group and version); a type
+    without a schema is admitted as it is."""
+    if resource.schema is None:
+        return Admitted(copy.deepcopy(new), ())
+    return admit(
+        resource.schema,
+        new,
+        old,
+        field_validation=field_validation,
+        kind=resource.kind,
+        name=name,
+        group=resource.group,
+        version=resource.version,
+        patched=patched,
+        status_subresource=status_subresource,
+    )

@@ -122,7 +122,9 @@ def _ordering(compare: Callable[[Any, Any], bool]) -> CELFunction:
             return celtypes.BoolType(compare(bool(a), bool(b)))
         if is_number(a):
             assert isinstance(a, (int, float)) and isinstance(b, (int, float))
-            return celtypes.BoolType(compare(a, b))
+            left = int(a) if isinstance(a, int) else float(a)
+            right = int(b) if isinstance(b, int) else float(b)
+            return celtypes.BoolType(compare(left, right))
         if isinstance(a, str):
             return celtypes.BoolType(compare(str(a), str(b)))
         if isinstance(a, bytes):
