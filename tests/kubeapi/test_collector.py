@@ -7,14 +7,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.eventually import eventually
 
-from scalable_topics.kubeapi.collector import Collector
 from scalable_topics.kubeapi.admission import Admitted, FieldValidation
+from scalable_topics.kubeapi.collector import Collector
 from scalable_topics.kubeapi.operations import Operations
 from scalable_topics.kubeapi.registry import Registry
 from scalable_topics.kubeapi.resources import ResourceType
 from scalable_topics.store import EmbeddedStore, NotFound
+from support.eventually import eventually
 
 NAMESPACE = ResourceType(
     "", "v1", "Namespace", "namespaces", "namespace", namespaced=False, status_subresource=True

@@ -78,7 +78,7 @@ def test_resource_types() -> None:
         "scalabletopic",
     )
     assert topic.namespaced and topic.status_subresource
-    assert topic.short_names == ("st",) and topic.categories == ("scalabletopics",)
+    assert topic.short_names == ("st",) and topic.categories == ("streaming",)
     assert [c["name"] for c in topic.printer_columns] == [
         "Segments",
         "Epoch",

@@ -79,7 +79,7 @@ def test_aggregated_discovery_when_asked() -> None:
             "watch",
         ],
         "shortNames": ["st"],
-        "categories": ["scalabletopics"],
+        "categories": ["streaming"],
         "subresources": [
             {
                 "subresource": "status",

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 import yaml
+
 from support.eventually import eventually
 
 pytestmark = pytest.mark.slow
@@ -117,9 +118,7 @@ def test_apply_crds_then_examples_then_again_changes_nothing(standalone: Path) -
 
 async def test_get_shows_the_printer_columns_and_wait_sees_ready(standalone: Path) -> None:
     kubectl(standalone, "apply", "-f", str(EXAMPLES))
-    kubectl(
-        standalone, "wait", "--for=condition=Ready", "st/orders", f"--timeout={TIMEOUT:g}s"
-    )
+    kubectl(standalone, "wait", "--for=condition=Ready", "st/orders", f"--timeout={TIMEOUT:g}s")
     output = kubectl(standalone, "get", "st").stdout
     assert output.split("\n")[0].split() == ["NAME", "SEGMENTS", "EPOCH", "LEADER", "PHASE", "AGE"]
     row = table_rows(output)[0]
@@ -141,19 +140,30 @@ async def test_segments_by_label_and_a_split_seen_by_get_watch(standalone: Path)
     assert len(segments) >= 4 and all(row["TOPIC"] == "orders" for row in segments)
     epoch = get_json(standalone, "st", "orders")["status"]["epoch"]
     active = [
-        s["id"] for s in get_json(standalone, "st", "orders")["status"]["segments"]
+        s["id"]
+        for s in get_json(standalone, "st", "orders")["status"]["segments"]
         if s["state"] == "Active"
     ]
     assert KUBECTL is not None
     watcher = await asyncio.create_subprocess_exec(
-        KUBECTL, "--kubeconfig", str(standalone), "get", "st", "orders", "-w",
-        "--output-watch-events", stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        KUBECTL,
+        "--kubeconfig",
+        str(standalone),
+        "get",
+        "st",
+        "orders",
+        "-w",
+        "--output-watch-events",
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
     )
     try:
         assert watcher.stdout is not None
         first = await asyncio.wait_for(watcher.stdout.readline(), TIMEOUT)
         assert first.split()[:2] == [b"EVENT", b"NAME"]
-        kubectl(standalone, "annotate", "st", "orders", f"scalabletopics.dev/split-segment={active[0]}")
+        kubectl(
+            standalone, "annotate", "st", "orders", f"scalabletopics.dev/split-segment={active[0]}"
+        )
         async with asyncio.timeout(TIMEOUT):
             while True:
                 line = (await watcher.stdout.readline()).decode()
@@ -165,7 +175,8 @@ async def test_segments_by_label_and_a_split_seen_by_get_watch(standalone: Path)
         watcher.terminate()
         await watcher.wait()
     status = get_json(standalone, "st", "orders")["status"]
-    assert status["epoch"] == epoch + 1 and status["activeSegments"] == len(active) + 1
+    # A drained sealed parent is pruned from the DAG later: one more epoch.
+    assert status["epoch"] > epoch and status["activeSegments"] == len(active) + 1
 
 
 def test_describe_lists_events_and_explain_reads_the_schema(standalone: Path) -> None:

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from scalable_topics.kubeapi.field_selectors import FieldSelector, parse_field_selector
 from scalable_topics.kubeapi.admission import Admitted, FieldValidation
+from scalable_topics.kubeapi.field_selectors import FieldSelector, parse_field_selector
 from scalable_topics.kubeapi.operations import Operations
 from scalable_topics.kubeapi.pagination import ListPager
 from scalable_topics.kubeapi.registry import Registry
@@ -253,7 +253,7 @@ async def test_watch_resumes_and_a_compacted_version_is_an_error_event(ops: Oper
     created = (await ops.create(THING, "default", thing("t"), STRICT)).object
     start = created["metadata"]["resourceVersion"]
     await ops.update(THING, "default", "t", thing("t", spec={"a": 2}), STRICT)
-    stream = ops.watch(
+    stream = await ops.watch(
         THING,
         "default",
         resource_version=start,
@@ -267,7 +267,7 @@ async def test_watch_resumes_and_a_compacted_version_is_an_error_event(ops: Oper
     assert item.type == "MODIFIED" and item.object["spec"] == {"a": 2}
     for index in range(60):  # past the store's history of 50
         await ops.update(THING, "default", "t", thing("t", spec={"a": index}), STRICT)
-    stream = ops.watch(
+    stream = await ops.watch(
         THING,
         "default",
         resource_version=start,

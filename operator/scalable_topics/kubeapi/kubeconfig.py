@@ -3,6 +3,7 @@ the bearer token it carries, kept beside it so a restarted server accepts the sa
 
 from __future__ import annotations
 
+import base64
 import os
 import secrets
 from pathlib import Path
@@ -25,11 +26,16 @@ def load_or_create_token(path: Path) -> str:
     return token
 
 
-def render(server_url: str, token: str, namespace: str = "default") -> str:
+def render(
+    server_url: str, token: str, authority_pem: bytes | None = None, namespace: str = "default"
+) -> str:
+    cluster: dict[str, str] = {"server": server_url}
+    if authority_pem is not None:
+        cluster["certificate-authority-data"] = base64.b64encode(authority_pem).decode()
     config = {
         "apiVersion": "v1",
         "kind": "Config",
-        "clusters": [{"name": CONTEXT, "cluster": {"server": server_url}}],
+        "clusters": [{"name": CONTEXT, "cluster": cluster}],
         "users": [{"name": CONTEXT, "user": {"token": token}}],
         "contexts": [
             {
@@ -43,9 +49,11 @@ def render(server_url: str, token: str, namespace: str = "default") -> str:
     return yaml.safe_dump(config, sort_keys=False)
 
 
-def write_kubeconfig(path: Path, server_url: str, token: str) -> None:
+def write_kubeconfig(
+    path: Path, server_url: str, token: str, authority_pem: bytes | None = None
+) -> None:
     """Write the kubeconfig atomically (mode 0600: it holds the token)."""
-    _write_private(path, render(server_url, token))
+    _write_private(path, render(server_url, token, authority_pem))
 
 
 def _write_private(path: Path, text: str) -> None:

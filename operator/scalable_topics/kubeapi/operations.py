@@ -42,6 +42,7 @@ GENERATE_NAME_ATTEMPTS = 8
 _GENERATED_CHARS = "bcdfghjklmnpqrstvwxz2456789"
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 TERMINATING = "Terminating"
+INITIAL_EVENTS_END = "k8s.io/initial-events-end"
 
 
 class Admission(Protocol):
@@ -126,7 +127,7 @@ class Operations:
             page = self._pager.first_page(items, found.resource_version, limit)
         return page
 
-    def watch(
+    async def watch(
         self,
         resource: ResourceType,
         namespace: str | None,
@@ -135,11 +136,31 @@ class Operations:
         label_selector: str | None,
         field_selector: FieldSelector,
         allow_bookmarks: bool,
+        send_initial_events: bool = False,
     ) -> WatchStream:
-        """Open a watch (bad parameters raise here, before any answer is sent)."""
+        """Open a watch (bad parameters raise here, before any answer is sent). With
+        ``send_initial_events`` (a watch-list, what kubectl wait asks for) the stream starts
+        with an ADDED event per object, then a BOOKMARK marking their end."""
         namespace = field_selector.value_of("metadata.namespace") or namespace
         start = None if resource_version in (None, "", "0") else resource_version
+        initial: list[Object] | None = None
         try:
+            if send_initial_events:
+                if start is not None:
+                    raise ApiError(
+                        400,
+                        Reason.BAD_REQUEST,
+                        "sendInitialEvents is served only without a resourceVersion (or 0)",
+                    )
+                found = await self.store.list(resource.stored_as, namespace, label_selector)
+                start = found.resource_version
+                initial = [
+                    converted
+                    for obj in found.items
+                    if field_selector.matches(
+                        converted := self.registry.from_storage(resource, obj)
+                    )
+                ]
             watch = self.store.watch(
                 resource.stored_as,
                 namespace,
@@ -151,7 +172,7 @@ class Operations:
             raise ApiError(400, Reason.BAD_REQUEST, str(exc)) from exc
         except StoreError as exc:
             raise store_error(resource, None, exc) from exc
-        return WatchStream(self.registry, resource, watch, field_selector)
+        return WatchStream(self.registry, resource, watch, field_selector, initial, start)
 
     # -- writes ----------------------------------------------------------------------------
 
@@ -516,12 +537,20 @@ class WatchStream:
     ERROR event carrying a 410 Expired Status, as the API server does mid-stream."""
 
     def __init__(
-        self, registry: Registry, resource: ResourceType, watch: Watch, selector: FieldSelector
+        self,
+        registry: Registry,
+        resource: ResourceType,
+        watch: Watch,
+        selector: FieldSelector,
+        initial: list[Object] | None = None,
+        initial_version: str | None = None,
     ) -> None:
         self._registry = registry
         self._resource = resource
         self._watch = watch
         self._selector = selector
+        self._initial = initial
+        self._initial_version = initial_version
 
     async def aclose(self) -> None:
         await self._watch.aclose()
@@ -534,6 +563,18 @@ class WatchStream:
 
     async def __aiter__(self) -> AsyncIterator[WatchItem]:
         resource = self._resource
+        if self._initial is not None:
+            for obj in self._initial:
+                yield WatchItem("ADDED", obj)
+            end = {
+                "apiVersion": resource.api_version,
+                "kind": resource.kind,
+                "metadata": {
+                    "resourceVersion": self._initial_version,
+                    "annotations": {INITIAL_EVENTS_END: "true"},
+                },
+            }
+            yield WatchItem("BOOKMARK", end)
         try:
             async for event in self._watch:
                 if event.type is EventType.BOOKMARK:

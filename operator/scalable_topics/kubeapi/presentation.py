@@ -1,5 +1,6 @@
-"""How objects, lists and watch events are rendered for what the client accepts: plain JSON,
-or a meta.k8s.io Table built from the resource's printer columns (what ``kubectl get`` asks)."""
+"""How objects, lists and watch events are rendered for what the client accepts: the object
+itself (JSON or YAML), a meta.k8s.io Table built from the resource's printer columns (what
+``kubectl get`` asks for), or PartialObjectMetadata."""
 
 from __future__ import annotations
 
@@ -7,13 +8,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import yaml
 from aiohttp import web
 
 from . import tables
-from .http import JSON, json_response
+from .http import JSON, encode
 from .operations import WatchItem
 from .pagination import Page
 from .resources import ResourceType
+from .tables import Negotiated, Target
 
 Object = dict[str, Any]
 
@@ -29,51 +32,64 @@ class WatchRenderer:
 
 class Presentation:
     def one(self, request: web.Request, resource: ResourceType, obj: Object) -> web.Response:
-        wanted = tables.negotiate(request.headers.get("Accept"))
-        if wanted.table:
-            table = tables.object_table(resource, obj, include_object=wanted.include_object)
-            return json_response(table)
-        return json_response(obj)
+        wanted = _negotiate(request)
+        tables.check_list_target(wanted, is_list=False)
+        if wanted.target is Target.TABLE:
+            body = tables.object_table(
+                resource, obj, wanted.include_object, group_version=wanted.group_version
+            )
+        elif wanted.target is Target.PARTIAL_OBJECT_METADATA:
+            body = tables.partial_object_metadata(obj, wanted.group_version)
+        else:
+            body = obj
+        return _response(wanted, body)
 
     def many(self, request: web.Request, resource: ResourceType, page: Page) -> web.Response:
-        wanted = tables.negotiate(request.headers.get("Accept"))
+        wanted = _negotiate(request)
+        tables.check_list_target(wanted, is_list=True)
         metadata: Object = {"resourceVersion": page.resource_version}
         if page.continue_token:
             metadata["continue"] = page.continue_token
         if page.remaining is not None:
             metadata["remainingItemCount"] = page.remaining
-        if wanted.table:
-            return json_response(
-                tables.list_table(
-                    resource, page.items, metadata, include_object=wanted.include_object
-                )
+        if wanted.target is Target.TABLE:
+            body = tables.list_table(
+                resource,
+                page.items,
+                metadata,
+                wanted.include_object,
+                group_version=wanted.group_version,
             )
-        return json_response(
-            {
+        elif wanted.target is Target.PARTIAL_OBJECT_METADATA_LIST:
+            body = tables.partial_object_metadata_list(page.items, metadata, wanted.group_version)
+        else:
+            body = {
                 "apiVersion": resource.api_version,
                 "kind": resource.list_kind,
                 "metadata": metadata,
                 "items": page.items,
             }
-        )
+        return _response(wanted, body)
 
     def watch_event(self, request: web.Request, resource: ResourceType) -> WatchRenderer:
-        wanted = tables.negotiate(request.headers.get("Accept"))
+        """A renderer for one watch stream (Table headers go with its first event only)."""
+        wanted = _negotiate(request)
+        transform = tables.WatchTransform(resource, wanted)
 
-        def plain(item: WatchItem) -> Object:
-            return {"type": item.type, "object": item.object}
+        def render(item: WatchItem) -> Object:
+            if item.type == "BOOKMARK":
+                return {"type": item.type, "object": item.object}
+            return {"type": item.type, "object": transform(item.object)}
 
-        if not wanted.table:
-            return WatchRenderer(JSON, plain)
+        return WatchRenderer(JSON, render)
 
-        def table(item: WatchItem) -> Object:
-            if item.type in ("ERROR", "BOOKMARK"):
-                return plain(item)
-            return {
-                "type": item.type,
-                "object": tables.watch_table(
-                    resource, item.object, include_object=wanted.include_object
-                ),
-            }
 
-        return WatchRenderer(JSON, table)
+def _negotiate(request: web.Request) -> Negotiated:
+    return tables.negotiate(request.headers.get("Accept"), request.query)
+
+
+def _response(wanted: Negotiated, body: Object) -> web.Response:
+    if wanted.media_type == tables.YAML:
+        text = yaml.safe_dump(body, sort_keys=False, allow_unicode=True)
+        return web.Response(text=text, content_type=tables.YAML)
+    return web.Response(body=encode(body), content_type=JSON)

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from ..store.kinds import KindInfo
 from .resources import ResourceType
@@ -20,12 +19,14 @@ Object = dict[str, Any]
 Converter = Callable[[Object], Object]
 
 
-@dataclass(frozen=True, slots=True)
-class Conversion:
+class Conversion(Protocol):
     """How objects of one served resource map to and from their stored form."""
 
-    to_storage: Converter
-    from_storage: Converter
+    @property
+    def to_storage(self) -> Converter: ...
+
+    @property
+    def from_storage(self) -> Converter: ...
 
 
 class StoreKinds(Mapping[str, KindInfo]):

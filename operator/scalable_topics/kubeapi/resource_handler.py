@@ -127,7 +127,7 @@ class ResourceHandler:
             )
         timeout = integer(request, "timeoutSeconds")
         seconds = float(timeout) if timeout is not None else random.uniform(*WATCH_TIMEOUT_RANGE)
-        stream = self._ops.watch(
+        stream = await self._ops.watch(
             resource,
             namespace,
             resource_version=request.query.get("resourceVersion") or None,
@@ -136,6 +136,7 @@ class ResourceHandler:
                 request.query.get("fieldSelector"), resource.stored_as
             ),
             allow_bookmarks=flag(request, "allowWatchBookmarks"),
+            send_initial_events=flag(request, "sendInitialEvents"),
         )
         async with stream:
             render = self._presentation.watch_event(request, resource)

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from ..listening import bound_address, format_address
 from ..store import Store, open_store
+from . import tls
 from .kubeconfig import load_or_create_token, write_kubeconfig
 from .server import KubeApiServer, default_registry
 
@@ -17,7 +18,7 @@ from .server import KubeApiServer, default_registry
 @dataclass(frozen=True, slots=True)
 class KubeApiSettings:
     store_url: str
-    token_file: Path
+    token_file: Path  # its directory also keeps the TLS identity (kube-api*.crt, .key)
     kubeconfig: Path | None  # where to write a kubeconfig for this server, if anywhere
     install_crds: bool = True
     namespaces: tuple[str, ...] = ()  # created at start besides the system ones
@@ -42,6 +43,7 @@ async def start_kube_api(settings: KubeApiSettings, sock: socket.socket) -> Runn
     store = open_store(settings.store_url, kinds=registry.store_kinds)
     try:
         token = load_or_create_token(settings.token_file)
+        identity = tls.load_or_create(settings.token_file.parent)
         server = KubeApiServer(store, token=token, registry=registry)
         await server.ensure_namespaces(settings.namespaces)
         if settings.install_crds:
@@ -49,13 +51,13 @@ async def start_kube_api(settings: KubeApiSettings, sock: socket.socket) -> Runn
         host, port = bound_address(sock)
         if host in ("0.0.0.0", "::"):
             host = "127.0.0.1"
-        url = f"http://{format_address(host, port)}"
-        await server.start(sock)
+        url = f"https://{format_address(host, port)}"
+        await server.start(sock, identity.server_context())
     except BaseException:
         await store.close()
         raise
     if settings.kubeconfig is not None:
-        write_kubeconfig(settings.kubeconfig, url, token)
+        write_kubeconfig(settings.kubeconfig, url, token, identity.authority_pem)
     return RunningKubeApi(server, store, url)
 
 

@@ -12,6 +12,7 @@ import contextlib
 import hmac
 import logging
 import socket
+import ssl
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
@@ -20,9 +21,9 @@ from aiohttp import web
 from ..store import AlreadyExists, Conflict, NotFound, Store, StoreError
 from ..store.informer import Change, Informer
 from . import admission, builtins, crd_types, discovery, openapi
+from .admission import Admitted, FieldValidation
 from .collector import CRD_CLEANUP, Collector
 from .http import MAX_BODY_BYTES, error_response, json_response
-from .admission import Admitted, FieldValidation
 from .operations import SYSTEM_NAMESPACES, Operations
 from .pagination import ListPager
 from .paths import parse_resource_path
@@ -68,8 +69,9 @@ class KubeApiServer:
 
     # -- running ---------------------------------------------------------------------------
 
-    async def start(self, sock: socket.socket) -> None:
-        """Bootstrap the system namespaces, load the CRDs, and serve on ``sock``."""
+    async def start(self, sock: socket.socket, ssl_context: ssl.SSLContext | None = None) -> None:
+        """Bootstrap the system namespaces, load the CRDs, and serve on ``sock`` (HTTPS with
+        ``ssl_context``: kubectl sends its token only over TLS)."""
         await self.ensure_namespaces(SYSTEM_NAMESPACES)
         self._crds.subscribe(self._crd_changed)
         self._crds.start()
@@ -77,7 +79,7 @@ class KubeApiServer:
         self.collector.start()
         self._runner = web.AppRunner(self.application(), handler_cancellation=True)
         await self._runner.setup()
-        await web.SockSite(self._runner, sock).start()
+        await web.SockSite(self._runner, sock, ssl_context=ssl_context).start()
 
     async def stop(self) -> None:
         if self._runner is not None:
@@ -152,7 +154,12 @@ class KubeApiServer:
             raise not_found_resource()
         if request.path in ("/healthz", "/livez", "/readyz"):
             return web.Response(text="ok")
-        served = openapi.serve(request.path, request.query, self.registry.resources())
+        served = openapi.serve(
+            request.path,
+            request.query,
+            self.registry.resources(),
+            accept=request.headers.get("Accept"),
+        )
         if served is None:
             served = discovery.serve(
                 request.path, request.headers.get("Accept"), self.registry.resources()
@@ -174,28 +181,34 @@ class KubeApiServer:
         old: Object | None,
         field_validation: FieldValidation,
     ) -> Admitted:
-        admitted = Admitted(new, ())
-        if resource.schema is not None and not builtins.is_builtin(resource):
-            admitted = admission.admit(
-                resource.schema,
-                new,
-                old,
-                field_validation=field_validation,
-                kind=resource.kind,
-                name=new.get("metadata", {}).get("name", ""),
-                group=resource.group,
-                version=resource.version,
-            )
-        causes = builtins.admission_causes(resource, admitted.object, old)
-        if causes:
-            name = admitted.object.get("metadata", {}).get("name", "")
-            raise invalid(resource.kind, name, resource.group, causes)
-        if resource.kind == crd_types.CRD_KIND and resource.group == crd_types.CRD_GROUP:
-            meta = admitted.object["metadata"]
-            if old is None and CRD_CLEANUP not in (meta.get("finalizers") or []):
-                meta["finalizers"] = [*(meta.get("finalizers") or []), CRD_CLEANUP]
-            self._check_crd_kind(admitted.object)
-        return admitted
+        name = new.get("metadata", {}).get("name", "")
+        if builtins.is_builtin(resource):
+            is_crd = resource.kind == crd_types.CRD_KIND and resource.group == crd_types.CRD_GROUP
+            if is_crd:
+                new = crd_types.with_defaults(new)
+            causes = builtins.admission_causes(resource, new, old)  # raises the 400s itself
+            if is_crd:
+                causes += admission.check_crd(new)
+            if causes:
+                raise invalid(resource.kind, name, resource.group, causes)
+            if is_crd:
+                meta = new["metadata"]
+                if old is None and CRD_CLEANUP not in (meta.get("finalizers") or []):
+                    meta["finalizers"] = [*(meta.get("finalizers") or []), CRD_CLEANUP]
+                self._check_crd_kind(new)
+            return Admitted(new, ())
+        if resource.schema is None:
+            return Admitted(new, ())
+        return admission.admit(
+            resource.schema,
+            new,
+            old,
+            field_validation=field_validation,
+            kind=resource.kind,
+            name=name,
+            group=resource.group,
+            version=resource.version,
+        )
 
     def _check_crd_kind(self, crd: Object) -> None:
         """A kind is stored under its name alone: two groups cannot both define one."""
@@ -219,7 +232,7 @@ class KubeApiServer:
         for _attempt in range(8):
             try:
                 stored = await self.store.get(crd_types.CRD_KIND, "", name)
-                wanted = crd_types.crd_status(stored)
+                wanted = crd_types.crd_status(stored, self._other_resources(name))
                 if stored.get("status") == wanted:
                     return
                 await self.store.patch_status(
@@ -234,6 +247,10 @@ class KubeApiServer:
                 continue
             except NotFound:
                 return
+
+    def _other_resources(self, crd_name: str) -> list[ResourceType]:
+        mine = {id(resource) for resource in self.registry.defined_by(crd_name)}
+        return [r for r in self.registry.resources() if id(r) not in mine]
 
     def _crd_changed(self, change: Change) -> None:
         if change.new is None:
