@@ -27,6 +27,8 @@ from aiohttp.test_utils import TestServer
 
 from scalable_topics.controller.leader import ElectionTiming
 from scalable_topics.controller.manager import ControllerConfig, ControllerManager
+from scalable_topics.kubeapi.running import KubeApiSettings, start_kube_api
+from scalable_topics.listening import listening_socket
 from scalable_topics.model.hashing import hash_key
 from scalable_topics.model.layout import SegmentLayout
 from scalable_topics.model.resources import TOPIC_LABEL, ScalableTopic, Segment
@@ -41,7 +43,7 @@ from scalable_topics.protocol import (
     ErrorCode,
     SegmentSubscriptionType,
 )
-from scalable_topics.store import EmbeddedStore
+from scalable_topics.store import UNLIMITED, EmbeddedStore, Store, open_store
 from support.wire_client import RequestFailed, WireClient
 
 pytestmark = pytest.mark.slow
@@ -50,6 +52,10 @@ TOPIC = "default/orders"
 OPERATIONS = 20
 KEYS_PER_PRODUCER = 16
 PRODUCERS = 3
+SYSTEM_NAMESPACE = "scalable-topics"  # the controller's and brokers' default, for their Leases
+# Each reader's permits: it gives them back as it consumes. Fewer than one segment's share of
+# the messages, so that a reader that never gave them back would stall.
+PERMITS = 200
 
 
 @dataclass
@@ -60,7 +66,7 @@ class View:
     brokers: dict[int, str]
 
 
-async def read_view(store: EmbeddedStore) -> View:
+async def read_view(store: Store) -> View:
     topic = ScalableTopic.model_validate(await store.get(ScalableTopic.KIND, "default", "orders"))
     listing = await store.list(
         Segment.KIND, namespace="default", label_selector=f"{TOPIC_LABEL}=orders"
@@ -75,7 +81,7 @@ async def read_view(store: EmbeddedStore) -> View:
 
 @dataclass
 class KeyedProducer:
-    store: EmbeddedStore
+    store: Store
     name: str
     keys: list[str]
     acked: list[tuple[str, int]] = field(default_factory=list)
@@ -141,7 +147,7 @@ class OrderedConsumer:
     """Reads every segment of the layout for one subscription (Exclusive per segment), acks as
     it goes, and follows new segments as the layout grows."""
 
-    store: EmbeddedStore
+    store: Store
     subscription: str
     received: list[tuple[str, int]] = field(default_factory=list)
     _readers: dict[int, asyncio.Task[None]] = field(default_factory=dict)
@@ -193,8 +199,14 @@ class OrderedConsumer:
         client = await WireClient.connect(broker_url)
         try:
             await client.subscribe(
-                1, TOPIC, segment_id, self.subscription, SegmentSubscriptionType.EXCLUSIVE
+                1,
+                TOPIC,
+                segment_id,
+                self.subscription,
+                SegmentSubscriptionType.EXCLUSIVE,
+                permits=PERMITS,
             )
+            unflowed = 0  # messages received since permits were last given back
             while not stop.is_set():
                 try:
                     message = await client.receive(1, timeout=0.2)
@@ -213,6 +225,10 @@ class OrderedConsumer:
                 self.per_segment[segment_id] += 1
                 self._arrived.set()
                 await client.ack(1, message.message_id, receipt=False)
+                unflowed += 1
+                if unflowed >= PERMITS // 2:  # as a client refills its receiver queue
+                    await client.flow(1, unflowed)
+                    unflowed = 0
         finally:
             await client.close()
 
@@ -224,11 +240,37 @@ def _drain(queue: asyncio.Queue[object]) -> list[object]:
     return items
 
 
-@pytest.fixture
+@contextlib.asynccontextmanager
+async def opened_store(path: Path, kind: str) -> AsyncIterator[Store]:
+    """The store the system runs on: the embedded file itself, or the kubernetes adapter
+    through the Kubernetes API served over that file (the Kubernetes path)."""
+    if kind == "embedded":
+        async with await EmbeddedStore.open(path / "store.db") as store:
+            yield store
+        return
+    sock = listening_socket("127.0.0.1", 0)
+    settings = KubeApiSettings(
+        store_url=f"embedded://{path / 'store.db'}",
+        token_file=path / "kube-api.token",
+        kubeconfig=path / "kubeconfig",
+        namespaces=(SYSTEM_NAMESPACE,),  # where Leases live, as the operator's manifests make it
+    )
+    kube_api = await start_kube_api(settings, sock)
+    try:
+        adapter = open_store(f"kubernetes://{settings.kubeconfig}", budget=UNLIMITED)
+        try:
+            yield adapter
+        finally:
+            await adapter.close()
+    finally:
+        await kube_api.stop()
+
+
+@pytest.fixture(params=["embedded", "kubeapi"])
 async def running(
-    tmp_path: Path, make_broker: Callable[..., TestServer]
-) -> AsyncIterator[EmbeddedStore]:
-    async with await EmbeddedStore.open(tmp_path / "store.db") as store:
+    request: pytest.FixtureRequest, tmp_path: Path, make_broker: Callable[..., TestServer]
+) -> AsyncIterator[Store]:
+    async with opened_store(tmp_path, request.param) as store:
         servers = [make_broker(store, f"b{i}") for i in range(2)]
         for server in servers:
             await server.start_server()
@@ -267,7 +309,7 @@ async def running(
                 await server.close()
 
 
-async def scale_randomly(store: EmbeddedStore, seed: int) -> list[str]:
+async def scale_randomly(store: Store, seed: int) -> list[str]:
     rng = random.Random(seed)
     done = []
     for index in range(OPERATIONS):
@@ -334,7 +376,7 @@ def check_exactly_once_in_order(
 
 
 async def test_splits_and_merges_under_load_lose_nothing_and_keep_per_key_order(
-    running: EmbeddedStore,
+    running: Store,
 ) -> None:
     store = running
     stop_producing, stop_consuming = asyncio.Event(), asyncio.Event()
