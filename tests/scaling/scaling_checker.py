@@ -45,8 +45,10 @@ from scalable_topics.client.errors import ClientError, SendFailed  # noqa: E402
 from scalable_topics.protocol import MessageId  # noqa: E402
 from support.broker_process import BrokerProcess  # noqa: E402
 from support.controller_process import ControllerProcess  # noqa: E402
+from support.kubeapi_process import KubeApiProcess  # noqa: E402
 
 TOPIC = "default/checked"
+SYSTEM_NAMESPACE = "scalable-topics"  # where brokers and controllers keep their Leases
 STREAM, KEYED = "ordered", "keyed"
 log = logging.getLogger("scaling_checker")
 # Consumers acknowledge without waiting and make it durable in groups, as applications do.
@@ -66,10 +68,13 @@ class CheckerConfig:
     stream_consumers: int = 2
     keyed_consumers: int = 2
     seed: int = 20261122
+    # "embedded": every process on the store file; "kubeapi": every process through the
+    # kubernetes store adapter, against `stctl kube-api` serving that file (the Kubernetes path).
+    store: str = "embedded"
 
     @classmethod
-    def long(cls, seed: int) -> CheckerConfig:
-        return cls(operations=120, broker_kills=6, controller_kills=4, seed=seed)
+    def long(cls, seed: int, store: str = "embedded") -> CheckerConfig:
+        return cls(operations=120, broker_kills=6, controller_kills=4, seed=seed, store=store)
 
 
 @dataclass
@@ -149,6 +154,7 @@ class Report:
     send_failures: int
     per_subscription: dict[str, dict[str, int]]
     seconds: float
+    store: str = "embedded"
 
     @property
     def clean(self) -> bool:
@@ -161,7 +167,8 @@ class Report:
 
     def render(self) -> str:
         lines = [
-            f"scaling checker: {self.seconds:.1f} s, {self.acked} acknowledged messages "
+            f"scaling checker ({self.store} store): {self.seconds:.1f} s, {self.acked} "
+            "acknowledged messages "
             f"({self.send_failures} sends failed or timed out, not counted)",
             "operations: " + ", ".join(f"{k} {v}" for k, v in sorted(self.operations.items())),
             "kills: " + ", ".join(f"{k} {v}" for k, v in sorted(self.kills.items())),
@@ -190,8 +197,15 @@ class System:
 
 
 @asynccontextmanager
-async def running_system(root: Path) -> AsyncIterator[System]:
+async def running_system(root: Path, store: str = "embedded") -> AsyncIterator[System]:
     store_url = f"embedded://{root / 'store.db'}"
+    kube_api = None
+    if store == "kubeapi":
+        kube_api = KubeApiProcess(root, store_url, namespaces=(SYSTEM_NAMESPACE,))
+        await kube_api.start()
+        store_url = kube_api.adapter_url
+    elif store != "embedded":
+        raise ValueError(f"unknown store {store!r}: embedded or kubeapi")
     brokers = []
     for index in range(2):
         (root / f"b{index}").mkdir(parents=True, exist_ok=True)
@@ -220,6 +234,8 @@ async def running_system(root: Path) -> AsyncIterator[System]:
             controller.stop()
         for broker in brokers:
             broker.stop()
+        if kube_api is not None:
+            kube_api.stop()
 
 
 async def leading_controller(admin: Admin, system: System) -> ControllerProcess:
@@ -399,7 +415,7 @@ async def run_checker(root: Path, config: CheckerConfig) -> Report:
     ledger = Ledger()
     operations: dict[str, int] = defaultdict(int)
     kills: dict[str, int] = defaultdict(int)
-    async with running_system(root) as system:
+    async with running_system(root, config.store) as system:
         async with Admin(system.url) as admin:
             await admin.create_topic(
                 TOPIC, initial_segments=2, subscriptions=[(STREAM, "Stream"), (KEYED, "Queue")]
@@ -464,6 +480,7 @@ async def run_checker(root: Path, config: CheckerConfig) -> Report:
         ledger.send_failures,
         figures,
         time.monotonic() - started,
+        config.store,
     )
 
 
@@ -501,13 +518,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--long", action="store_true", help="minutes: more operations and kills")
     parser.add_argument("--seed", type=int, default=CheckerConfig.seed)
     parser.add_argument(
+        "--store",
+        choices=("embedded", "kubeapi"),
+        default="embedded",
+        help="kubeapi: every process reaches the store through the Kubernetes API",
+    )
+    parser.add_argument(
         "--keep",
         type=Path,
         metavar="DIR",
         help="run in DIR and keep it: the processes' logs, and the client's in checker.log",
     )
     args = parser.parse_args(argv)
-    config = CheckerConfig.long(args.seed) if args.long else CheckerConfig(seed=args.seed)
+    config = (
+        CheckerConfig.long(args.seed, args.store)
+        if args.long
+        else CheckerConfig(seed=args.seed, store=args.store)
+    )
     if args.keep is not None:
         args.keep.mkdir(parents=True, exist_ok=True)
         logging.basicConfig(

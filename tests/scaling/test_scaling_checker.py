@@ -11,8 +11,11 @@ from scaling_checker import CUMULATIVE, CheckerConfig, run_checker
 pytestmark = pytest.mark.slow
 
 
-async def test_scaling_checker_finds_no_violation(tmp_path: Path) -> None:
-    config = CheckerConfig()
+@pytest.mark.parametrize("store", ["embedded", "kubeapi"])
+async def test_scaling_checker_finds_no_violation(tmp_path: Path, store: str) -> None:
+    """On the embedded store, and on the Kubernetes path: every broker and controller through
+    the kubernetes store adapter, against ``stctl kube-api``."""
+    config = CheckerConfig(store=store)
     report = await run_checker(tmp_path, config)
     print(report.render())
     assert report.operations.get("split", 0) + report.operations.get("merge", 0) >= 20
