@@ -34,6 +34,8 @@ bench: install
 	$(BIN)/python benchmarks/bench_scaling.py
 	$(BIN)/python benchmarks/bench_client.py
 	$(BIN)/python benchmarks/bench_control_plane.py --topics 1000 --topics 10000
+	$(BIN)/python benchmarks/bench_kubeapi.py
+	$(BIN)/python benchmarks/bench_kube_path.py
 
 # Splits, merges and SIGKILLs under load; ARGS=--long runs for minutes.
 check-scaling: install
