@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ from scalable_topics.kubeapi.collector import Collector
 from scalable_topics.kubeapi.operations import Operations
 from scalable_topics.kubeapi.registry import Registry
 from scalable_topics.kubeapi.resources import ResourceType
+from scalable_topics.model.clock import ManualClock
 from scalable_topics.store import EmbeddedStore, NotFound
 from support.eventually import eventually
 
@@ -21,6 +23,7 @@ NAMESPACE = ResourceType(
 )
 OWNER = ResourceType("test.dev", "v1", "Owner", "owners", "owner", namespaced=True)
 PART = ResourceType("test.dev", "v1", "Part", "parts", "part", namespaced=True)
+EVENT = ResourceType("", "v1", "Event", "events", "event", namespaced=True)
 STRICT = FieldValidation.STRICT
 Object = dict[str, Any]
 
@@ -178,3 +181,25 @@ async def test_a_terminating_namespace_is_emptied_then_removed(ops: Operations) 
         return not await exists(ops, "Namespace", "team", "")
 
     await eventually(namespace_gone, "the empty namespace to go")
+
+
+async def test_events_expire_an_hour_after_they_were_last_seen(tmp_path: Path) -> None:
+    registry = Registry([NAMESPACE, EVENT])
+    clock = ManualClock(datetime(2026, 1, 1, 12, 0, tzinfo=UTC))
+    async with await EmbeddedStore.open(tmp_path / "e.db", kinds=registry.store_kinds) as store:
+        collector = Collector(store, registry, clock=clock)
+        for name, last_seen in (
+            ("old", "2026-01-01T10:59:59Z"),
+            ("recent", "2026-01-01T11:30:00Z"),
+        ):
+            await store.create(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Event",
+                    "metadata": {"name": name, "namespace": "default"},
+                    "lastTimestamp": last_seen,
+                }
+            )
+        await collector.expire_events()
+        assert [e["metadata"]["name"] for e in (await store.list("Event")).items] == ["recent"]
+        assert collector.events_expired == 1

@@ -234,3 +234,19 @@ def test_delete_removes_the_topic_and_its_segments(standalone: Path) -> None:
     names = [o["metadata"]["name"] for o in get_json(standalone, "st")["items"]]
     assert "doomed" not in names
     assert get_json(standalone, "seg", "-l", selector)["items"] == []
+
+
+def test_server_dry_run_and_diff_store_nothing(standalone: Path) -> None:
+    kubectl(standalone, "apply", "-f", str(EXAMPLES))
+    body = yaml.safe_load((EXAMPLES / "orders-topic.yaml").read_text())
+    body["metadata"]["name"] = "preview"
+    done = kubectl(standalone, "apply", "--dry-run=server", "-f", "-", stdin=yaml.safe_dump(body))
+    assert "scalabletopic.scalabletopics.dev/preview created (server dry run)" in done.stdout
+    names = [o["metadata"]["name"] for o in get_json(standalone, "st")["items"]]
+    assert "preview" not in names
+    changed = yaml.safe_load((EXAMPLES / "orders-topic.yaml").read_text())
+    changed["spec"]["properties"]["tier"] = "silver"
+    diff = kubectl(standalone, "diff", "-f", "-", stdin=yaml.safe_dump(changed), check=False)
+    assert diff.returncode == 1, diff.stderr  # 1: differences found
+    assert "-    tier: gold" in diff.stdout and "+    tier: silver" in diff.stdout
+    assert get_json(standalone, "st", "orders")["spec"]["properties"]["tier"] == "gold"

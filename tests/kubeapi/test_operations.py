@@ -279,3 +279,25 @@ async def test_watch_resumes_and_a_compacted_version_is_an_error_event(ops: Oper
         item = await asyncio.wait_for(anext(aiter(stream)), 5)
     assert item.type == "ERROR" and item.object["code"] == 410
     assert item.object["reason"] == "Expired"
+
+
+async def test_dry_runs_check_everything_and_write_nothing(ops: Operations) -> None:
+    dry = await ops.create(THING, "default", thing("t"), STRICT, dry_run=True)
+    assert dry.object["metadata"]["uid"] and dry.object["metadata"]["generation"] == 1
+    assert (await ops.store.list("Thing")).items == []
+    with pytest.raises(ApiError) as caught:
+        await ops.create(THING, "default", thing("Bad_Name"), STRICT, dry_run=True)
+    assert caught.value.code == 422
+    created = (await ops.create(THING, "default", thing("t"), STRICT)).object
+    with pytest.raises(ApiError) as exists:
+        await ops.create(THING, "default", thing("t"), STRICT, dry_run=True)
+    assert exists.value.code == 409
+    changed = {**created, "spec": {"a": 7}}
+    preview = await ops.update(THING, "default", "t", changed, STRICT, dry_run=True)
+    assert preview.object["spec"] == {"a": 7} and preview.object["metadata"]["generation"] == 2
+    stale = {**changed, "metadata": {**created["metadata"], "resourceVersion": "1"}}
+    with pytest.raises(ApiError) as conflict:
+        await ops.update(THING, "default", "t", stale, STRICT, dry_run=True)
+    assert conflict.value.code == 409
+    assert (await ops.delete(THING, "default", "t", dry_run=True)).removed
+    assert await ops.get(THING, "default", "t") == created

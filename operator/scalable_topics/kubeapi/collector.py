@@ -15,6 +15,9 @@ debounced to at most one every ``interval`` seconds while changes arrive:
   their controllers finish), then goes itself.
 * A CustomResourceDefinition being deleted has every object of its kind deleted, then loses
   its cleanup finalizer, and its kind stops being served.
+
+Apart from the sweep, Events are deleted ``event_ttl`` after they were last seen (the API
+server's ``--event-ttl``, an hour by default), checked every ``event_ttl / 60``.
 """
 
 from __future__ import annotations
@@ -22,8 +25,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from datetime import datetime
 from typing import Any
 
+from ..model.clock import Clock, SystemClock
+from ..model.timefmt import parse_time
 from ..store import Conflict, NotFound, Store, StoreError
 from ..store.informer import Change, Informer
 from ..tasks import cancel_and_wait
@@ -39,6 +45,7 @@ ORPHAN, FOREGROUND = "orphan", "foregroundDeletion"
 TERMINATING = "Terminating"
 NOT_COLLECTED = frozenset({"Event"})
 SWEEP_INTERVAL = 0.2
+EVENT_TTL = 3600.0
 
 
 class Collector:
@@ -48,22 +55,32 @@ class Collector:
         registry: Registry,
         *,
         interval: float = SWEEP_INTERVAL,
+        event_ttl: float = EVENT_TTL,
+        clock: Clock | None = None,
     ) -> None:
         self._store = store
         self._registry = registry
         self._interval = interval
         self._informers: dict[str, Informer] = {}
         self._dirty = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self._event_ttl = event_ttl
+        self._clock: Clock = clock or SystemClock()
         self.sweeps = 0
+        self.events_expired = 0
 
     def start(self) -> None:
         self.kinds_changed()
-        self._task = asyncio.get_running_loop().create_task(self._run(), name="kubeapi collector")
+        loop = asyncio.get_running_loop()
+        self._tasks = [
+            loop.create_task(self._run(), name="kubeapi collector"),
+            loop.create_task(self._expire_events(), name="kubeapi event expiry"),
+        ]
 
     async def stop(self) -> None:
-        if self._task is not None:
-            await cancel_and_wait(self._task)
+        tasks, self._tasks = self._tasks, []
+        for task in tasks:
+            await cancel_and_wait(task)
         for informer in self._informers.values():
             await informer.stop()
         self._informers.clear()
@@ -98,6 +115,29 @@ class Collector:
                 self._dirty.set()
             self.sweeps += 1
             await asyncio.sleep(self._interval)
+
+    async def _expire_events(self) -> None:
+        while True:
+            try:
+                await self.expire_events()
+            except StoreError as exc:
+                log.warning("expiring old Events failed, retrying: %s", exc)
+            await asyncio.sleep(self._event_ttl / 60)
+
+    async def expire_events(self) -> None:
+        """Delete the Events last seen more than ``event_ttl`` ago."""
+        if "Event" not in self._registry.store_kinds:
+            return
+        now = self._clock.now()
+        for event in (await self._store.list("Event")).items:
+            seen = _last_seen(event)
+            if seen is not None and (now - seen).total_seconds() > self._event_ttl:
+                meta = event["metadata"]
+                with contextlib.suppress(NotFound, Conflict):
+                    await self._store.delete(
+                        "Event", meta["namespace"], meta["name"], meta["resourceVersion"]
+                    )
+                    self.events_expired += 1
 
     # -- one pass --------------------------------------------------------------------------
 
@@ -241,3 +281,21 @@ class Collector:
         informer = self._informers.pop(kind, None)
         if informer is not None:
             await informer.stop()
+
+
+def _last_seen(event: Object) -> datetime | None:
+    """When an Event was last seen: its lastTimestamp, eventTime (or series' last), or its
+    creation."""
+    series = event.get("series") or {}
+    for text in (
+        event.get("lastTimestamp"),
+        series.get("lastObservedTime"),
+        event.get("eventTime"),
+        event["metadata"].get("creationTimestamp"),
+    ):
+        if isinstance(text, str) and text:
+            try:
+                return parse_time(text)
+            except ValueError:
+                continue
+    return None

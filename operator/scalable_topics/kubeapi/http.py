@@ -85,11 +85,15 @@ def field_validation(request: web.Request, options_kind: str) -> FieldValidation
     return parse_field_validation(request.query.get("fieldValidation"), options_kind)
 
 
-def refuse_dry_run(request: web.Request) -> None:
-    if request.query.get("dryRun"):
+def dry_run(request: web.Request) -> bool:
+    """``dryRun=All``: every check of the write, and its answer, without writing."""
+    values = request.query.getall("dryRun", [])
+    if not values:
+        return False
+    if values != ["All"]:
         raise ApiError(
             400,
             Reason.BAD_REQUEST,
-            "dryRun is not supported by this API server: validate with kubectl apply "
-            "--dry-run=client",
+            f'Unsupported value: "{values[0]}": supported values: "All"',
         )
+    return True

@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import copy
 import secrets
+import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, Protocol
 
+from ..model.timefmt import format_time
 from ..store import (
     AlreadyExists,
     Conflict,
@@ -182,6 +185,8 @@ class Operations:
         namespace: str | None,
         body: Object,
         field_validation: FieldValidation,
+        *,
+        dry_run: bool = False,
     ) -> Written:
         self._check_identity(resource, body, namespace, None)
         if resource.namespaced:
@@ -211,6 +216,8 @@ class Operations:
             for field in ("resourceVersion", "uid", "creationTimestamp", "deletionTimestamp"):
                 obj["metadata"].pop(field, None)
             admitted = self._admit(resource, obj, None, field_validation)
+            if dry_run:
+                return await self._dry_create(resource, admitted)
             try:
                 stored = await self.store.create(
                     self.registry.to_storage(resource, admitted.object)
@@ -237,6 +244,7 @@ class Operations:
         field_validation: FieldValidation,
         *,
         status: bool = False,
+        dry_run: bool = False,
     ) -> Written:
         """PUT: replace the object (or, with ``status``, its status) with ``body``."""
         self._check_identity(resource, body, namespace, name)
@@ -246,7 +254,14 @@ class Operations:
             return copy.deepcopy(body)
 
         return await self._guaranteed_update(
-            resource, namespace, name, change, precondition, field_validation, status=status
+            resource,
+            namespace,
+            name,
+            change,
+            precondition,
+            field_validation,
+            status=status,
+            dry_run=dry_run,
         )
 
     async def patch(
@@ -260,6 +275,7 @@ class Operations:
         *,
         status: bool = False,
         builtin: bool = False,
+        dry_run: bool = False,
     ) -> Written:
         def change(stored: Object) -> Object:
             patched = apply_patch(
@@ -276,7 +292,15 @@ class Operations:
             return patched
 
         return await self._guaranteed_update(
-            resource, namespace, name, change, None, field_validation, status=status, patch=True
+            resource,
+            namespace,
+            name,
+            change,
+            None,
+            field_validation,
+            status=status,
+            patch=True,
+            dry_run=dry_run,
         )
 
     async def delete(
@@ -288,8 +312,11 @@ class Operations:
         resource_version: str | None = None,
         uid: str | None = None,
         propagation: str | None = None,
+        dry_run: bool = False,
     ) -> Deleted:
         ns = namespace or ""
+        if dry_run:
+            return await self._dry_delete(resource, ns, name, resource_version, uid)
         if resource.stored_as == "Namespace":
             return await self._terminate_namespace(resource, name)
         try:
@@ -314,6 +341,73 @@ class Operations:
             "finalizers"
         )
         return Deleted(self.registry.from_storage(resource, result), removed)
+
+    # -- dry runs: every check a write makes, and what it would answer, without writing ----
+
+    async def _dry_create(self, resource: ResourceType, admitted: Admitted) -> Written:
+        obj = copy.deepcopy(admitted.object)
+        meta = obj["metadata"]
+        try:
+            await self.store.get(resource.stored_as, meta.get("namespace", ""), meta["name"])
+        except NotFound:
+            pass
+        else:
+            identity = (resource.stored_as, meta.get("namespace", ""), meta["name"])
+            raise self._store_error(resource, meta["name"], AlreadyExists(*identity))
+        meta.update(
+            uid=str(uuid.uuid4()),
+            creationTimestamp=format_time(datetime.now(UTC)),
+            generation=1,
+        )
+        return Written(obj, admitted.warnings, True)
+
+    @staticmethod
+    def _dry_update(resource: ResourceType, current: Object, admitted: Admitted) -> Written:
+        obj = copy.deepcopy(admitted.object)
+        meta, before = obj["metadata"], current["metadata"]
+        if before["resourceVersion"] != meta.get("resourceVersion"):
+            identity = (resource.stored_as, before.get("namespace", ""), before["name"])
+            conflict = Conflict(
+                *identity, meta.get("resourceVersion", ""), before["resourceVersion"]
+            )
+            raise store_error(resource, before["name"], conflict)
+        for field in ("uid", "creationTimestamp", "deletionTimestamp", "generation"):
+            if field in before:
+                meta[field] = before[field]
+        if obj.get("spec") != current.get("spec"):
+            meta["generation"] = before.get("generation", 0) + 1
+        return Written(obj, admitted.warnings)
+
+    async def _dry_delete(
+        self,
+        resource: ResourceType,
+        namespace: str,
+        name: str,
+        resource_version: str | None,
+        uid: str | None,
+    ) -> Deleted:
+        try:
+            stored = await self.store.get(resource.stored_as, namespace, name)
+        except StoreError as exc:
+            raise self._store_error(resource, name, exc) from exc
+        meta = stored["metadata"]
+        if (uid is not None and meta.get("uid") != uid) or (
+            resource_version is not None and meta["resourceVersion"] != resource_version
+        ):
+            raise ApiError(
+                409,
+                Reason.CONFLICT,
+                f'Operation cannot be fulfilled on {_resource_name(resource)} "{name}": '
+                "the precondition does not hold",
+                kind=resource.plural,
+                name=name,
+                group=resource.group,
+            )
+        obj = self.registry.from_storage(resource, stored)
+        if not meta.get("finalizers"):
+            return Deleted(obj, removed=True)
+        obj["metadata"].setdefault("deletionTimestamp", format_time(datetime.now(UTC)))
+        return Deleted(obj, removed=False)
 
     async def _terminate_namespace(self, resource: ResourceType, name: str) -> Deleted:
         """A Namespace goes in phase Terminating; the collector deletes what is in it, then
@@ -357,6 +451,7 @@ class Operations:
         *,
         status: bool,
         patch: bool = False,
+        dry_run: bool = False,
     ) -> Written:
         if status and not resource.status_subresource:
             raise ApiError(404, Reason.NOT_FOUND, f"{resource.plural} has no status subresource")
@@ -379,6 +474,8 @@ class Operations:
                 precondition or stored["metadata"]["resourceVersion"]
             )
             admitted = self._admit(resource, new, current, field_validation)
+            if dry_run:
+                return self._dry_update(resource, current, admitted)
             to_store = self.registry.to_storage(resource, admitted.object)
             try:
                 if status:

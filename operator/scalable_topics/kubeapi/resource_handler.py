@@ -18,6 +18,7 @@ from aiohttp import web
 
 from .field_selectors import parse_field_selector
 from .http import (
+    dry_run,
     encode,
     error_response,
     field_validation,
@@ -25,7 +26,6 @@ from .http import (
     integer,
     json_response,
     read_json,
-    refuse_dry_run,
 )
 from .operations import Operations
 from .paths import ResourcePath
@@ -161,12 +161,16 @@ class ResourceHandler:
     async def _create(
         self, request: web.Request, resource: ResourceType, namespace: str | None
     ) -> web.StreamResponse:
-        refuse_dry_run(request)
         body = await read_json(request)
         written = await self._ops.create(
-            resource, namespace, body, field_validation(request, "CreateOptions")
+            resource,
+            namespace,
+            body,
+            field_validation(request, "CreateOptions"),
+            dry_run=dry_run(request),
         )
-        await self._on_written(resource, written.object)
+        if not dry_run(request):
+            await self._on_written(resource, written.object)
         return json_response(written.object, 201, written.warnings)
 
     async def _update(
@@ -177,7 +181,6 @@ class ResourceHandler:
         name: str,
         status: bool,
     ) -> web.StreamResponse:
-        refuse_dry_run(request)
         body = await read_json(request)
         written = await self._ops.update(
             resource,
@@ -186,8 +189,10 @@ class ResourceHandler:
             body,
             field_validation(request, "UpdateOptions"),
             status=status,
+            dry_run=dry_run(request),
         )
-        await self._on_written(resource, written.object)
+        if not dry_run(request):
+            await self._on_written(resource, written.object)
         return json_response(written.object, 200, written.warnings)
 
     async def _patch(
@@ -198,7 +203,6 @@ class ResourceHandler:
         name: str,
         status: bool,
     ) -> web.StreamResponse:
-        refuse_dry_run(request)
         written = await self._ops.patch(
             resource,
             namespace,
@@ -208,14 +212,15 @@ class ResourceHandler:
             field_validation(request, "PatchOptions"),
             status=status,
             builtin=self._is_builtin(resource),
+            dry_run=dry_run(request),
         )
-        await self._on_written(resource, written.object)
+        if not dry_run(request):
+            await self._on_written(resource, written.object)
         return json_response(written.object, 200, written.warnings)
 
     async def _delete(
         self, request: web.Request, resource: ResourceType, namespace: str | None, name: str
     ) -> web.StreamResponse:
-        refuse_dry_run(request)
         options = await _delete_options(request)
         preconditions = options.get("preconditions") or {}
         deleted = await self._ops.delete(
@@ -231,7 +236,6 @@ class ResourceHandler:
     async def _delete_collection(
         self, request: web.Request, resource: ResourceType, namespace: str | None
     ) -> web.StreamResponse:
-        refuse_dry_run(request)
         page = await self._ops.list(
             resource,
             namespace,
@@ -249,6 +253,7 @@ class ResourceHandler:
                     meta.get("namespace"),
                     meta["name"],
                     propagation=options.get("propagationPolicy"),
+                    dry_run=dry_run(request),
                 )
             except ApiError as exc:
                 if exc.code != 404:
