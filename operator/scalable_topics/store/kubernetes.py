@@ -35,7 +35,9 @@ Status does not say which version the store has: it is read back, best known), 4
 and 422 Invalid with the Status message (it names the fields), anything else StoreError with
 the Status message; a server that cannot be reached is a StoreError naming it. What the adapter
 needs to build a URL (a served kind, its apiVersion, a DNS-subdomain name, a DNS-label namespace)
-it checks itself, with the messages of the other adapters; everything else the server judges.
+it checks itself, with the messages of the other adapters, and so it does label selectors (the
+port's grammar; a watch refuses a malformed one when it is made) and a create that carries a
+resourceVersion (the API server answers that with a 500); everything else the server judges.
 
 Configuration. A kubeconfig file (its current context or a named one) or the pod's service
 account, loaded by kubernetes_asyncio into a Configuration of our own (never the process-wide
@@ -82,7 +84,13 @@ from .errors import (
 )
 from .kinds import DEFAULT_KINDS, KindInfo
 from .port import EventType, Object, ObjectList, WatchEvent
-from .selectors import DNS_LABEL_MAX, DNS_SUBDOMAIN_MAX, is_dns_label, is_dns_subdomain
+from .selectors import (
+    DNS_LABEL_MAX,
+    DNS_SUBDOMAIN_MAX,
+    is_dns_label,
+    is_dns_subdomain,
+    parse_selector,
+)
 
 SCHEME = "kubernetes"
 IN_CLUSTER = "in-cluster"
@@ -357,10 +365,17 @@ class KubernetesStore:
         self, kind: str, namespace: str | None = None, label_selector: str | None = None
     ) -> ObjectList:
         info = self._kind(kind)
+        parse_selector(label_selector)  # the port's grammar, checked as the other adapters do
         return await self._list(info, namespace or None, label_selector)
 
     async def create(self, obj: Object) -> Object:
         request, target = self._request_object(obj)
+        if request["metadata"].get("resourceVersion"):
+            # The API server refuses it too, but as a 500 InternalError.
+            raise Invalid(
+                f"{target.info.kind} {target.name!r}: metadata.resourceVersion may not be set "
+                "on an object to be created"
+            )
         return await self._object_request("POST", target, body=request, collection=True)
 
     async def replace(self, obj: Object) -> Object:
@@ -420,6 +435,7 @@ class KubernetesStore:
     ) -> KubernetesWatch:
         self._check_open()
         info = self._kind(kind)
+        parse_selector(label_selector)  # a malformed selector is refused here, not on reading
         watch = KubernetesWatch(
             self, info, namespace or None, resource_version or None, label_selector, allow_bookmarks
         )
