@@ -225,3 +225,19 @@ def test_segment_spec_is_immutable_and_its_range_ordered() -> None:
     ordered = _rules(spec["properties"]["hashRange"])["start must not exceed end"]
     assert _evaluate(ordered, {"start": 3, "end": 3})
     assert not _evaluate(ordered, {"start": 4, "end": 3})
+
+
+def test_no_category_is_the_name_of_a_resource() -> None:
+    """kubectl expands a category before a resource name: `kubectl get scalabletopics` would
+    list every kind in a category of that name."""
+    names = {
+        name
+        for crd in GENERATED.values()
+        for name in (
+            crd["spec"]["names"]["plural"],
+            crd["spec"]["names"]["singular"],
+            *crd["spec"]["names"].get("shortNames", []),
+        )
+    }
+    for crd in GENERATED.values():
+        assert not set(crd["spec"]["names"].get("categories", [])) & names

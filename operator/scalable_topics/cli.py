@@ -14,6 +14,7 @@ from . import __version__
 from .commands.broker import add_broker
 from .commands.consume import add_consume
 from .commands.controller import add_controller
+from .commands.kube_api import add_kube_api
 from .commands.produce import add_produce
 from .commands.standalone import add_standalone
 from .commands.subscriptions import add_subscriptions
@@ -46,6 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_standalone(commands)
     add_broker(commands)
     add_controller(commands)
+    add_kube_api(commands)
     add_topics(commands)
     add_subscriptions(commands)
     add_produce(commands)

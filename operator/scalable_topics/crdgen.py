@@ -29,6 +29,7 @@ from .model.resources import (
 )
 
 Schema = dict[str, Any]
+CATEGORY = "streaming"
 
 
 def structural_schema(model: type[BaseModel]) -> Schema:
@@ -115,7 +116,10 @@ def _crd(
                 "plural": kind.PLURAL,
                 "singular": kind.SINGULAR,
                 "shortNames": list(kind.SHORT_NAMES),
-                "categories": ["scalabletopics"],
+                # `kubectl get streaming` lists topics and segments. A category must not be a
+                # resource's name: kubectl expands categories first, so a category named
+                # "scalabletopics" made `kubectl get scalabletopics` list Segments too.
+                "categories": [CATEGORY],
             },
             "versions": [
                 {

@@ -49,6 +49,14 @@ def _run_standalone(args: argparse.Namespace) -> int:
     clashes = controller_port and args.port <= controller_port <= last_port
     if clashes or not 0 <= controller_port <= 65535:
         return fail(COMMAND, f"--controller-port {controller_port} clashes or is out of range", 2)
+    kube_api_port = None
+    if not args.no_kube_api:
+        kube_api_port = args.kube_api_port
+        if kube_api_port is None:
+            kube_api_port = args.port + 200 if args.port else 0
+        taken = (*range(args.port, last_port + 1), controller_port) if args.port else ()
+        if (kube_api_port and kube_api_port in taken) or not 0 <= kube_api_port <= 65535:
+            return fail(COMMAND, f"--kube-api-port {kube_api_port} clashes or is out of range", 2)
     data_dir = Path(args.data_dir).resolve()
     budget = None  # the embedded store's default, unless a flag says otherwise
     if args.store_qps is not None or args.store_burst is not None:
@@ -63,6 +71,7 @@ def _run_standalone(args: argparse.Namespace) -> int:
         brokers=args.brokers,
         controller_port=controller_port,
         store_budget=budget,
+        kube_api_port=kube_api_port,
     )
     try:
         settings.log_dir.mkdir(parents=True, exist_ok=True)
@@ -96,6 +105,12 @@ def _run_standalone(args: argparse.Namespace) -> int:
                 f"logs in {settings.log_dir}",
                 flush=True,
             )
+            if system.kube_api_url is not None:
+                print(
+                    f"  Kubernetes API on {system.kube_api_url}: "
+                    f"KUBECONFIG={settings.kubeconfig} kubectl get scalabletopics",
+                    flush=True,
+                )
             print(_hint(system.service_url, DEFAULT_URL), flush=True)
             controller_stopped = loop.create_task(system.wait_for_controller())
             await asyncio.wait(
@@ -145,6 +160,15 @@ def add_standalone(commands: argparse._SubParsersAction[argparse.ArgumentParser]
         type=int,
         help="where brokers reach the controller, on 127.0.0.1 (default: --port + 100; 0: a free "
         "port)",
+    )
+    standalone.add_argument(
+        "--kube-api-port",
+        type=int,
+        help="where the Kubernetes API listens, on 127.0.0.1 (default: --port + 200; 0: a free "
+        "port); DIR/kubeconfig points kubectl at it",
+    )
+    standalone.add_argument(
+        "--no-kube-api", action="store_true", help="do not serve the Kubernetes API"
     )
     add_store_budget_flags(standalone)
     standalone.set_defaults(run=_run_standalone)

@@ -9,6 +9,8 @@ lives under the data directory, so running it again there resumes the same topic
     DIR/broker-<i>/             each broker's segment logs and cursors
     DIR/broker-<i>.address      the HOST:PORT a child broker listens on
     DIR/logs/                   standalone.log (this process) and broker-<i>.log (children)
+    DIR/kubeconfig              points kubectl at the Kubernetes API this process serves
+    DIR/kube-api.token          the bearer token that kubeconfig carries (mode 0600)
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from ..broker.app import build_app
 from ..broker.config import BrokerConfig
 from ..controller.leader import ElectionTiming
 from ..controller.manager import ControllerConfig, ControllerManager
+from ..kubeapi.running import KubeApiSettings, RunningKubeApi, start_kube_api
 from ..listening import bound_address, listening_socket
 from ..store import BudgetSettings, Store, open_store
 from ..store.informers import Informers
@@ -58,6 +61,11 @@ class StandaloneSettings:
     controller_port: int  # 0: a free port
     # Each process's store client: this one (controller and broker-0) and each child broker.
     store_budget: BudgetSettings | None = None  # None: the embedded store's default
+    kube_api_port: int | None = None  # None: no Kubernetes API; 0: a free port
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.data_dir / "kubeconfig"
 
     @property
     def store_url(self) -> str:
@@ -127,6 +135,11 @@ class StandaloneSystem:
         self._broker_port = settings.port  # broker-0's, known once bound
         self.controller_port = settings.controller_port  # known once bound
         self._sockets: list[socket.socket] = []  # closed by the servers, or at the end of stop()
+        self._kube_api: RunningKubeApi | None = None
+
+    @property
+    def kube_api_url(self) -> str | None:
+        return None if self._kube_api is None else self._kube_api.url
 
     @property
     def broker_ports(self) -> list[int]:
@@ -145,6 +158,8 @@ class StandaloneSystem:
                 _check_free(settings.host, settings.broker_port(index), settings.broker_id(index))
         if settings.controller_port:
             _check_free("127.0.0.1", settings.controller_port, "the controller")
+        if settings.kube_api_port:
+            _check_free("127.0.0.1", settings.kube_api_port, "the Kubernetes API")
         store = self._store = open_store(settings.store_url, budget=settings.store_budget)
         # One informer per kind for the whole process: the controller and broker-0 share them.
         informers = self._informers = Informers(store, SYSTEM_NAMESPACE)
@@ -153,7 +168,22 @@ class StandaloneSystem:
         await self._start_broker(store, informers)
         for child in self.children:
             child.start()
+        if settings.kube_api_port is not None:
+            await self._start_kube_api(settings.kube_api_port)
         await self._wait_until_healthy()
+
+    async def _start_kube_api(self, port: int) -> None:
+        settings = self.settings
+        sock = self._listen("127.0.0.1", port)
+        self._kube_api = await start_kube_api(
+            KubeApiSettings(
+                store_url=settings.store_url,
+                token_file=settings.data_dir / "kube-api.token",
+                kubeconfig=settings.kubeconfig,
+                namespaces=(SYSTEM_NAMESPACE,),
+            ),
+            sock,
+        )
 
     async def _start_controller(self, store: Store, informers: Informers) -> None:
         sock = self._listen("127.0.0.1", self.settings.controller_port)
@@ -238,6 +268,8 @@ class StandaloneSystem:
     async def stop(self) -> None:
         """Children first, then the controller (it releases its leases), then broker-0, and
         the store last, since all of them write to it."""
+        if self._kube_api is not None:
+            await self._kube_api.stop()
         await asyncio.gather(*(child.stop() for child in self.children))
         if self._controller is not None:
             await cancel_all([self._controller], log, "the controller")

@@ -30,7 +30,9 @@ class ResourceType:
     # kind whose objects are only checked by its own rules (see builtins).
     schema: Schema | None = None
     # additionalPrinterColumns, as a CRD declares them (name, type, jsonPath, format,
-    # description, priority); empty means the default NAME and AGE columns.
+    # description, priority); empty means the default NAME and AGE columns. A built-in kind's
+    # column may give "cell", a function (object, now) -> cell, instead of a jsonPath, for what
+    # a path cannot express (kubectl's "pod/name" OBJECT of an Event); see tables.py.
     printer_columns: tuple[Mapping[str, Any], ...] = ()
     # The kind the store keeps these objects under (events.k8s.io Events are stored as core
     # Events, so both APIs show the same objects).

@@ -1,0 +1,71 @@
+"""A real ``stctl kube-api`` process on loopback: the Kubernetes API over an embedded store,
+with a kubeconfig that the kubernetes store adapter and kubectl use."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from .ports import reported_address
+
+
+class KubeApiProcess:
+    def __init__(self, root: Path, store_url: str, *, namespaces: tuple[str, ...] = ()) -> None:
+        self.root = root
+        self.store_url = store_url
+        self.namespaces = namespaces
+        self.address_file = root / "kube-api.address"
+        self.kubeconfig = root / "kubeconfig"
+        self.token_file = root / "kube-api.token"
+        self.log_path = root / "kube-api.log"
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def adapter_url(self) -> str:
+        """The store URL of the kubernetes adapter, through this server."""
+        return f"kubernetes://{self.kubeconfig}"
+
+    async def start(self) -> str:
+        """Start the server; return its URL once it listens."""
+        self.address_file.unlink(missing_ok=True)
+        arguments = [
+            sys.executable,
+            "-m",
+            "scalable_topics.cli",
+            "kube-api",
+            "--store",
+            self.store_url,
+            "--port",
+            "0",
+            "--address-file",
+            str(self.address_file),
+            "--token-file",
+            str(self.token_file),
+            "--kubeconfig",
+            str(self.kubeconfig),
+        ]
+        for namespace in self.namespaces:
+            arguments += ["--namespace", namespace]
+        with open(self.log_path, "ab") as log:
+            self.process = subprocess.Popen(
+                arguments,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            )
+        host, port = await reported_address(self.address_file, self.process, self.log_path)
+        return f"http://{host}:{port}"
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
