@@ -56,6 +56,7 @@ import builtins
 import contextlib
 import copy
 import json
+import logging
 import os
 import re
 import weakref
@@ -72,6 +73,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from kubernetes_asyncio.config import ConfigException, load_incluster_config, load_kube_config
 from kubernetes_asyncio.watch import Watch as StreamWatch
 
+from ..tasks import cancel_and_wait
 from .errors import (
     AlreadyExists,
     Conflict,
@@ -91,6 +93,8 @@ from .selectors import (
     is_dns_subdomain,
     parse_selector,
 )
+
+log = logging.getLogger(__name__)
 
 SCHEME = "kubernetes"
 IN_CLUSTER = "in-cluster"
@@ -873,9 +877,7 @@ class KubernetesWatch:
         self._closed = True
         task, self._task = self._task, None
         if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            await cancel_and_wait(task)
         self._queue.put_nowait(reason or StoreClosed("the watch was closed"))
 
     async def _start(self) -> None:
@@ -911,7 +913,9 @@ class KubernetesWatch:
             )
         except StoreError as exc:
             self._end(exc)
-        except (aiohttp.ClientError, OSError, TimeoutError, ValueError) as exc:
+        except Exception as exc:  # a broken connection, a garbled line, or a defect here
+            if not isinstance(exc, aiohttp.ClientError | OSError | TimeoutError | ValueError):
+                log.exception("the watch of %s failed", self._info.plural)
             self._end(
                 StoreError(
                     f"the watch of {self._info.plural} on {self._store.server} broke: "
