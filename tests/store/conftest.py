@@ -25,7 +25,7 @@ from support.memory_store import MemoryBackend, MemoryStore
 # fake-time tests run on it, so it must keep the same contract. "budgeted" is the embedded
 # store behind a request budget tight enough that the suite's bursts wait for tokens, as
 # open_store hands it to every component.
-ADAPTERS = ["embedded", "memory", "budgeted"]
+ADAPTERS = ["embedded", "memory", "budgeted", "kubeapi"]
 CLUSTER_KUBECONFIG_ENV = "ST_STORE_CONTRACT_KUBECONFIG"
 CLUSTER_CONTEXT_ENV = "ST_STORE_CONTRACT_CONTEXT"  # optional: a context other than the current
 if os.environ.get(CLUSTER_KUBECONFIG_ENV):

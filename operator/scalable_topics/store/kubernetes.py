@@ -35,7 +35,9 @@ Status does not say which version the store has: it is read back, best known), 4
 and 422 Invalid with the Status message (it names the fields), anything else StoreError with
 the Status message; a server that cannot be reached is a StoreError naming it. What the adapter
 needs to build a URL (a served kind, its apiVersion, a DNS-subdomain name, a DNS-label namespace)
-it checks itself, with the messages of the other adapters; everything else the server judges.
+it checks itself, with the messages of the other adapters, and so it does label selectors (the
+port's grammar; a watch refuses a malformed one when it is made) and a create that carries a
+resourceVersion (the API server answers that with a 500); everything else the server judges.
 
 Configuration. A kubeconfig file (its current context or a named one) or the pod's service
 account, loaded by kubernetes_asyncio into a Configuration of our own (never the process-wide
@@ -54,6 +56,7 @@ import builtins
 import contextlib
 import copy
 import json
+import logging
 import os
 import re
 import weakref
@@ -70,6 +73,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from kubernetes_asyncio.config import ConfigException, load_incluster_config, load_kube_config
 from kubernetes_asyncio.watch import Watch as StreamWatch
 
+from ..tasks import cancel_and_wait
 from .errors import (
     AlreadyExists,
     Conflict,
@@ -82,7 +86,15 @@ from .errors import (
 )
 from .kinds import DEFAULT_KINDS, KindInfo
 from .port import EventType, Object, ObjectList, WatchEvent
-from .selectors import DNS_LABEL_MAX, DNS_SUBDOMAIN_MAX, is_dns_label, is_dns_subdomain
+from .selectors import (
+    DNS_LABEL_MAX,
+    DNS_SUBDOMAIN_MAX,
+    is_dns_label,
+    is_dns_subdomain,
+    parse_selector,
+)
+
+log = logging.getLogger(__name__)
 
 SCHEME = "kubernetes"
 IN_CLUSTER = "in-cluster"
@@ -357,10 +369,17 @@ class KubernetesStore:
         self, kind: str, namespace: str | None = None, label_selector: str | None = None
     ) -> ObjectList:
         info = self._kind(kind)
+        parse_selector(label_selector)  # the port's grammar, checked as the other adapters do
         return await self._list(info, namespace or None, label_selector)
 
     async def create(self, obj: Object) -> Object:
         request, target = self._request_object(obj)
+        if request["metadata"].get("resourceVersion"):
+            # The API server refuses it too, but as a 500 InternalError.
+            raise Invalid(
+                f"{target.info.kind} {target.name!r}: metadata.resourceVersion may not be set "
+                "on an object to be created"
+            )
         return await self._object_request("POST", target, body=request, collection=True)
 
     async def replace(self, obj: Object) -> Object:
@@ -420,6 +439,7 @@ class KubernetesStore:
     ) -> KubernetesWatch:
         self._check_open()
         info = self._kind(kind)
+        parse_selector(label_selector)  # a malformed selector is refused here, not on reading
         watch = KubernetesWatch(
             self, info, namespace or None, resource_version or None, label_selector, allow_bookmarks
         )
@@ -857,9 +877,7 @@ class KubernetesWatch:
         self._closed = True
         task, self._task = self._task, None
         if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            await cancel_and_wait(task)
         self._queue.put_nowait(reason or StoreClosed("the watch was closed"))
 
     async def _start(self) -> None:
@@ -895,7 +913,9 @@ class KubernetesWatch:
             )
         except StoreError as exc:
             self._end(exc)
-        except (aiohttp.ClientError, OSError, TimeoutError, ValueError) as exc:
+        except Exception as exc:  # a broken connection, a garbled line, or a defect here
+            if not isinstance(exc, aiohttp.ClientError | OSError | TimeoutError | ValueError):
+                log.exception("the watch of %s failed", self._info.plural)
             self._end(
                 StoreError(
                     f"the watch of {self._info.plural} on {self._store.server} broke: "
