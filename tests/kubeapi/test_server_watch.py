@@ -172,3 +172,47 @@ async def test_a_watch_without_the_token_is_refused(api: Any) -> None:
     async with session.get(TOPICS, params={"watch": "true"}, headers={"Authorization": ""}) as r:
         assert r.status == 401
         assert (await r.json())["reason"] == "Unauthorized"
+
+
+async def test_a_bad_label_selector_is_a_bad_request_on_list_and_watch(api: Any) -> None:
+    session, _ = api
+    for params in ({"labelSelector": "a=b=c"}, {"labelSelector": "a=b=c", "watch": "true"}):
+        async with session.get(TOPICS, params=params) as response:
+            assert response.status == 400
+            status = await response.json()
+            assert status["reason"] == "BadRequest" and "None" not in status["message"]
+
+
+async def test_create_refuses_a_resource_version_and_builtin_deletes_answer_a_status(
+    api: Any,
+) -> None:
+    session, _ = api
+    body = topic("orders")
+    body["metadata"]["resourceVersion"] = "7"
+    async with session.post(TOPICS, json=body) as response:
+        assert response.status == 500
+        assert "resourceVersion should not be set" in (await response.json())["message"]
+    lease = {
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": {"name": "l1"},
+        "spec": {"holderIdentity": "me"},
+    }
+    leases = "/apis/coordination.k8s.io/v1/namespaces/default/leases"
+    async with session.post(leases, json=lease) as response:
+        assert response.status == 201
+        uid = (await response.json())["metadata"]["uid"]
+    async with session.delete(f"{leases}/l1") as response:
+        assert response.status == 200
+        status = await response.json()
+    assert (status["kind"], status["status"]) == ("Status", "Success")
+    assert status["details"] == {
+        "name": "l1",
+        "group": "coordination.k8s.io",
+        "kind": "leases",
+        "uid": uid,
+    }
+    await create(session, "orders")
+    async with session.delete(f"{TOPICS}/orders") as response:
+        assert response.status == 200
+        assert (await response.json())["kind"] == "ScalableTopic"

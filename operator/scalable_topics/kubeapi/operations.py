@@ -28,6 +28,7 @@ from ..store import (
     Store,
     StoreError,
     Watch,
+    parse_selector,
 )
 from .admission import Admitted, FieldValidation
 from .field_selectors import FieldSelector
@@ -114,6 +115,7 @@ class Operations:
         limit: int = 0,
         continue_token: str | None = None,
     ) -> Page:
+        check_label_selector(label_selector)
         if continue_token:
             page = self._pager.next_page(continue_token, limit)
         else:
@@ -144,6 +146,7 @@ class Operations:
         """Open a watch (bad parameters raise here, before any answer is sent). With
         ``send_initial_events`` (a watch-list, what kubectl wait asks for) the stream starts
         with an ADDED event per object, then a BOOKMARK marking their end."""
+        check_label_selector(label_selector)
         namespace = field_selector.value_of("metadata.namespace") or namespace
         start = None if resource_version in (None, "", "0") else resource_version
         initial: list[Object] | None = None
@@ -213,7 +216,14 @@ class Operations:
                 obj["metadata"]["name"] = f"{prefix}{self._new_suffix()}"
             if resource.status_subresource:
                 obj.pop("status", None)
-            for field in ("resourceVersion", "uid", "creationTimestamp", "deletionTimestamp"):
+            if obj["metadata"].get("resourceVersion"):
+                # kube-apiserver's words (and status) for it, from its storage layer.
+                raise ApiError(
+                    500,
+                    Reason.INTERNAL_ERROR,
+                    "resourceVersion should not be set on objects to be created",
+                )
+            for field in ("uid", "creationTimestamp", "deletionTimestamp"):
                 obj["metadata"].pop(field, None)
             admitted = self._admit(resource, obj, None, field_validation)
             if dry_run:
@@ -693,6 +703,14 @@ class WatchStream:
         except StoreError as exc:
             failed = ApiError(500, Reason.INTERNAL_ERROR, f"the watch failed: {exc}")
             yield WatchItem("ERROR", failed.status())
+
+
+def check_label_selector(text: str | None) -> None:
+    """400 for a label selector that does not parse, as the API server answers."""
+    try:
+        parse_selector(text)
+    except Invalid as exc:
+        raise ApiError(400, Reason.BAD_REQUEST, f"unable to parse requirement: {exc}") from exc
 
 
 def store_error(resource: ResourceType, name: str | None, exc: StoreError) -> ApiError:

@@ -231,6 +231,13 @@ class ResourceHandler:
             uid=preconditions.get("uid"),
             propagation=options.get("propagationPolicy") or request.query.get("propagationPolicy"),
         )
+        if deleted.removed and self._is_builtin(resource):
+            # Built-in kinds answer a Status once the object is gone; custom resources answer
+            # the object, as kube-apiserver's registries do.
+            meta = deleted.object["metadata"]
+            return json_response(
+                success(resource.plural, meta["name"], resource.group, meta.get("uid"))
+            )
         return json_response(deleted.object, 200 if deleted.removed else 202)
 
     async def _delete_collection(

@@ -136,7 +136,12 @@ def invalid(kind: str, name: str, group: str, causes: Sequence[Cause]) -> ApiErr
     )
 
 
-def success(kind: str | None = None, name: str | None = None) -> dict[str, Any]:
+def success(
+    kind: str | None = None,
+    name: str | None = None,
+    group: str | None = None,
+    uid: str | None = None,
+) -> dict[str, Any]:
     """The Status a delete answers when the object is gone at once."""
     body: dict[str, Any] = {
         "kind": "Status",
@@ -144,6 +149,11 @@ def success(kind: str | None = None, name: str | None = None) -> dict[str, Any]:
         "metadata": {},
         "status": "Success",
     }
-    if kind is not None or name is not None:
-        body["details"] = {k: v for k, v in (("kind", kind), ("name", name)) if v is not None}
+    details = {
+        key: value
+        for key, value in (("name", name), ("group", group), ("kind", kind), ("uid", uid))
+        if value is not None
+    }
+    if details:
+        body["details"] = details
     return body
