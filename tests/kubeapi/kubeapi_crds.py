@@ -8,6 +8,9 @@ from typing import Any
 
 import yaml
 
+from scalable_topics.kubeapi import builtins, crd_types
+from scalable_topics.kubeapi.resources import ResourceType
+
 ROOT = Path(__file__).parents[2]
 
 
@@ -19,6 +22,14 @@ def crd(file_name: str) -> dict[str, Any]:
 def schema_of(file_name: str) -> dict[str, Any]:
     found: dict[str, Any] = crd(file_name)["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
     return found
+
+
+def resource_types() -> list[ResourceType]:
+    """The built-in kinds and what the project's CRDs define, as a server that has them serves."""
+    types = list(builtins.BUILTIN_RESOURCES)
+    for path in sorted((ROOT / "crds").glob("*.yaml")):
+        types += crd_types.resource_types(crd_types.with_defaults(crd(path.name)))
+    return types
 
 
 TOPIC_SCHEMA = schema_of("scalabletopics.dev_scalabletopics.yaml")

@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from kubeapi_crds import resource_types
 
 from scalable_topics.kubeapi import builtins, gotime
 from scalable_topics.kubeapi.status import ApiError
-from support.fake_kubeapi import resource_types
 
 MICRO = "2026-05-01T10:00:00.123456Z"
 

@@ -6,11 +6,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from kubeapi_crds import resource_types
 
 from scalable_topics.kubeapi import builtins, discovery, openapi
 from scalable_topics.kubeapi.resources import ResourceType
 from scalable_topics.kubeapi.status import ApiError
-from support.fake_kubeapi import resource_types
 
 AGGREGATED = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json"
 RESOURCES = resource_types()

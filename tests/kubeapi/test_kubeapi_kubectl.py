@@ -1,15 +1,17 @@
-"""The real kubectl against the presentation modules (discovery, OpenAPI, Tables), served by the
-throwaway server in conftest.py. Skipped, with the reason, when kubectl is not installed."""
+"""The real kubectl against the real API server (conftest.py starts it in the test's loop with a
+few canned objects): discovery, OpenAPI, Tables, watches and what kubectl apply sends. Skipped,
+with the reason, when kubectl is not installed."""
 
 from __future__ import annotations
 
-import copy
+import asyncio
 import re
 from pathlib import Path
 
 import pytest
+from served_api import KubeApi
 
-from support.fake_kubeapi import FakeApiServer, Kubectl
+from support.kubectl import Kubectl
 
 pytestmark = pytest.mark.slow
 
@@ -18,9 +20,7 @@ def _rows(output: str) -> list[list[str]]:
     return [re.split(r"\s{2,}", line.strip()) for line in output.strip().splitlines()]
 
 
-async def test_api_resources_from_aggregated_discovery(
-    kubectl: Kubectl, fake_api_server: FakeApiServer
-) -> None:
+async def test_api_resources_from_aggregated_discovery(kubectl: Kubectl, kube_api: KubeApi) -> None:
     out = await kubectl("api-resources")
     rows = {(r[0], r[-3]): r for r in _rows(out)[1:]}
     assert ("scalabletopics", "scalabletopics.dev/v1alpha1") in rows
@@ -36,32 +36,30 @@ async def test_api_resources_from_aggregated_discovery(
     assert ("leases", "coordination.k8s.io/v1") in rows
     assert rows[("customresourcedefinitions", "apiextensions.k8s.io/v1")][1] == "crd,crds"
     # One request each for /api and /apis: the aggregated documents were understood.
-    assert not [r for r in fake_api_server.requests if r.path.startswith("/apis/")]
+    assert not [r for r in kube_api.recorder.requests if r.path.startswith("/apis/")]
     assert (
         "g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
-        in fake_api_server.find("/apis")[0].accept
+        in kube_api.recorder.find("/apis")[0].accept
     )
 
 
-async def test_api_resources_from_legacy_discovery(
-    kubectl: Kubectl, fake_api_server: FakeApiServer
-) -> None:
-    fake_api_server.aggregated_discovery = False
+async def test_api_resources_from_legacy_discovery(kubectl: Kubectl, kube_api: KubeApi) -> None:
+    kube_api.recorder.aggregated_discovery = False
     rows = _rows(await kubectl("api-resources"))
     assert ["scalabletopics", "st", "scalabletopics.dev/v1alpha1", "true", "ScalableTopic"] in rows
-    asked = {r.path for r in fake_api_server.requests}
+    asked = {r.path for r in kube_api.recorder.requests}
     assert {"/api/v1", "/apis/scalabletopics.dev/v1alpha1", "/apis/coordination.k8s.io/v1"} <= asked
 
 
 async def test_get_scalabletopics_prints_the_printer_columns(
-    kubectl: Kubectl, fake_api_server: FakeApiServer
+    kubectl: Kubectl, kube_api: KubeApi
 ) -> None:
     rows = _rows(await kubectl("get", "st"))
     assert rows[0] == ["NAME", "SEGMENTS", "EPOCH", "LEADER", "PHASE", "AGE"]
     assert rows[1][:5] == ["orders", "3", "2", "controller-0", "Ready"]
     assert re.fullmatch(r"5m\d+s", rows[1][5])
     assert rows[2] == ["payments", "3h"]  # no status yet: empty cells
-    listed = fake_api_server.find(
+    listed = kube_api.recorder.find(
         "/apis/scalabletopics.dev/v1alpha1/namespaces/default/scalabletopics"
     )
     assert listed[0].accept.startswith("application/json;as=Table;v=v1;g=meta.k8s.io")
@@ -110,23 +108,37 @@ async def test_get_events_in_both_apis(kubectl: Kubectl) -> None:
     assert rows[1][-2:] == ["3", "orders.17a2"]
 
 
-async def test_get_watch_prints_each_event_as_a_row(
-    kubectl: Kubectl, fake_api_server: FakeApiServer
-) -> None:
-    topic = fake_api_server.objects[("scalabletopics.dev", "scalabletopics")][0]
-    scaling = copy.deepcopy(topic)
-    scaling["status"].update(phase="Scaling", epoch=3)
-    fake_api_server.watch_events = [("MODIFIED", scaling), ("MODIFIED", topic)]
-    rows = _rows(await kubectl("get", "st", "-w", timeout=30))
+async def test_get_watch_prints_each_event_as_a_row(kubectl: Kubectl, kube_api: KubeApi) -> None:
+    watcher = await kubectl.spawn("get", "st", "-w")
+    try:
+        # The header and the two topics: kubectl has listed, and watches from that list on.
+        lines = [await _line_of(watcher) for _ in range(3)]
+        topic = await kube_api.store.get("ScalableTopic", "default", "orders")
+        scaling = {**topic["status"], "phase": "Scaling", "epoch": 3}
+        scaled = await kube_api.store.replace_status({**topic, "status": scaling})
+        await kube_api.store.replace_status({**scaled, "status": topic["status"]})
+        lines += [await _line_of(watcher) for _ in range(2)]
+    finally:
+        watcher.terminate()
+        rest, _ = await watcher.communicate()
+    rows = _rows("".join(lines) + rest.decode())
     assert [r[:5] for r in rows[3:]] == [
         ["orders", "3", "3", "controller-0", "Scaling"],
         ["orders", "3", "2", "controller-0", "Ready"],
     ]
 
 
-async def test_explain_reads_the_openapi_v3_documents(
-    kubectl: Kubectl, fake_api_server: FakeApiServer
-) -> None:
+async def _line_of(process: asyncio.subprocess.Process, timeout: float = 30) -> str:
+    assert process.stdout is not None and process.stderr is not None
+    line = await asyncio.wait_for(process.stdout.readline(), timeout)
+    if not line:
+        await process.wait()
+        error = await process.stderr.read()
+        raise AssertionError(f"kubectl exited {process.returncode}: {error.decode()}")
+    return line.decode()
+
+
+async def test_explain_reads_the_openapi_v3_documents(kubectl: Kubectl, kube_api: KubeApi) -> None:
     out = await kubectl("explain", "scalabletopic.spec")
     assert "KIND:       ScalableTopic" in out
     assert "FIELD: spec <Object>" in out
@@ -144,7 +156,7 @@ async def test_explain_reads_the_openapi_v3_documents(
     out = await kubectl("explain", "lease.spec.renewTime")
     assert "GROUP:      coordination.k8s.io" in out
     assert "six fractional digits" in out
-    assert fake_api_server.find("/openapi/v3")
+    assert kube_api.recorder.find("/openapi/v3")
 
 
 async def test_explain_builtin_kinds(kubectl: Kubectl) -> None:
@@ -154,7 +166,7 @@ async def test_explain_builtin_kinds(kubectl: Kubectl) -> None:
 
 
 async def test_apply_asks_for_server_side_field_validation(
-    kubectl: Kubectl, fake_api_server: FakeApiServer, tmp_path: Path
+    kubectl: Kubectl, kube_api: KubeApi, tmp_path: Path
 ) -> None:
     manifest = tmp_path / "topic.yaml"
     manifest.write_text(
@@ -164,17 +176,18 @@ async def test_apply_asks_for_server_side_field_validation(
     assert "scalabletopic.scalabletopics.dev/invoices created" in await kubectl(
         "apply", "-f", str(manifest)
     )
-    [created] = [r for r in fake_api_server.requests if r.method == "POST"]
+    [created] = [r for r in kube_api.recorder.requests if r.method == "POST"]
     assert created.query["fieldValidation"] == "Strict"
 
 
 async def test_apply_patches_crd_kinds_with_merge_patch_and_builtins_with_strategic(
-    kubectl: Kubectl, fake_api_server: FakeApiServer, tmp_path: Path
+    kubectl: Kubectl, kube_api: KubeApi, tmp_path: Path
 ) -> None:
     topic = tmp_path / "topic.yaml"
     topic.write_text(
         "apiVersion: scalabletopics.dev/v1alpha1\nkind: ScalableTopic\n"
-        "metadata:\n  name: orders\nspec:\n  initialSegments: 4\n"
+        "metadata:\n  name: orders\nspec:\n  initialSegments: 2\n"
+        "  properties:\n    team: payments\n"  # initialSegments is immutable (the CRD's rule)
     )
     lease = tmp_path / "lease.yaml"
     lease.write_text(
@@ -183,11 +196,7 @@ async def test_apply_patches_crd_kinds_with_merge_patch_and_builtins_with_strate
     )
     await kubectl("apply", "-f", str(topic))
     await kubectl("apply", "-f", str(lease))
-    patches = [
-        (path, content_type)
-        for method, path, content_type, _ in fake_api_server.bodies
-        if method == "PATCH"
-    ]
+    patches = [(r.path, r.content_type) for r in kube_api.recorder.requests if r.method == "PATCH"]
     assert patches == [
         (
             "/apis/scalabletopics.dev/v1alpha1/namespaces/default/scalabletopics/orders",
@@ -199,10 +208,14 @@ async def test_apply_patches_crd_kinds_with_merge_patch_and_builtins_with_strate
         ),
     ]
     assert all(
-        r.query.get("fieldValidation") == "Strict"
-        for r in fake_api_server.requests
+        r.query.get("fieldValidation") == "Strict" and r.status == 200
+        for r in kube_api.recorder.requests
         if r.method == "PATCH"
     )
+    stored_topic = await kube_api.store.get("ScalableTopic", "default", "orders")
+    assert stored_topic["spec"]["properties"] == {"team": "payments"}
+    stored_lease = await kube_api.store.get("Lease", "default", "topic-orders")
+    assert stored_lease["spec"]["holderIdentity"] == "controller-1"
 
 
 async def test_version(kubectl: Kubectl) -> None:

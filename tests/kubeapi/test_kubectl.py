@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -20,6 +19,7 @@ import pytest
 import yaml
 
 from support.eventually import eventually
+from support.kubectl import find_kubectl
 
 pytestmark = pytest.mark.slow
 
@@ -27,7 +27,7 @@ ROOT = Path(__file__).parents[2]
 CRDS = ROOT / "crds"
 EXAMPLES = ROOT / "manifests" / "examples"
 INVALID = Path(__file__).parent / "invalid_manifests"
-KUBECTL = shutil.which("kubectl", path=str(Path(sys.executable).parent)) or shutil.which("kubectl")
+KUBECTL = find_kubectl()
 TIMEOUT = 60.0
 
 

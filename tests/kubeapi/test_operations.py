@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from scalable_topics.kubeapi import builtins
 from scalable_topics.kubeapi.admission import Admitted, FieldValidation
 from scalable_topics.kubeapi.field_selectors import FieldSelector, parse_field_selector
 from scalable_topics.kubeapi.operations import Operations
@@ -247,6 +248,28 @@ async def test_field_selectors_filter_lists(ops: Operations) -> None:
     ]
     with pytest.raises(ApiError, match=r"field label not supported: spec\.a"):
         parse_field_selector("spec.a=1", "Thing")
+
+
+async def test_a_namespace_reads_as_active_until_it_terminates(ops: Operations) -> None:
+    """The store keeps no status on create, so a new Namespace has no phase; the API server's
+    defaulting (SetDefaults_NamespaceStatus) shows it Active, as kube-apiserver does."""
+    registry = Registry([NAMESPACE], defaults=builtins.storage_defaults())
+    defaulted = Operations(ops.store, registry, admit_all)
+    body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team"}}
+    created = await defaulted.create(NAMESPACE, None, body, STRICT)
+    assert created.object["status"] == {"phase": "Active"}
+    assert "status" not in await ops.store.get("Namespace", "", "team")
+    assert (await defaulted.get(NAMESPACE, None, "default"))["status"] == {"phase": "Active"}
+    active = parse_field_selector("status.phase=Active", "Namespace")
+
+    async def listed() -> list[str]:
+        page = await defaulted.list(NAMESPACE, None, label_selector=None, field_selector=active)
+        return [o["metadata"]["name"] for o in page.items]
+
+    assert await listed() == ["default", "other", "team"]
+    await defaulted.delete(NAMESPACE, None, "other")  # no collector here: it stays Terminating
+    assert (await defaulted.get(NAMESPACE, None, "other"))["status"] == {"phase": "Terminating"}
+    assert await listed() == ["default", "team"]
 
 
 async def test_watch_resumes_and_a_compacted_version_is_an_error_event(ops: Operations) -> None:

@@ -834,6 +834,21 @@ def conversions() -> dict[tuple[str, str], events_api.EventConversion]:
     return {(EVENTS_V1_EVENT.api_version, EVENTS_V1_EVENT.kind): events_api.EventConversion()}
 
 
+def storage_defaults() -> dict[str, Callable[[Object], Object]]:
+    """Defaulting applied to every object read from the store, by stored kind (the API server's
+    defaulters run when it decodes what storage holds, as when it decodes a request)."""
+    return {"Namespace": default_namespace}
+
+
+def default_namespace(obj: Object) -> Object:
+    """SetDefaults_NamespaceStatus: a Namespace without a phase is Active. The store keeps no
+    status on create (Namespaces have a status subresource), so every new one has none."""
+    status = obj.get("status") or {}
+    if status.get("phase"):
+        return obj
+    return {**obj, "status": {**status, "phase": "Active"}}
+
+
 def namespace_object(name: str) -> Object:
     return {
         "apiVersion": "v1",

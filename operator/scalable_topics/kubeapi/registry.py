@@ -3,7 +3,9 @@
 The registry is also the store's list of kinds (``store_kinds``, a live mapping): a CRD that is
 applied makes its kind storable at once, one that is removed makes it unknown again. A kind is
 stored in one form, its storage version; a resource served at another version, or by another
-API (events.k8s.io Events are stored as core Events), is converted on the way in and out.
+API (events.k8s.io Events are stored as core Events), is converted on the way in and out; and
+what is read is defaulted as kube-apiserver's defaulters do (a Namespace without a phase is
+Active).
 """
 
 from __future__ import annotations
@@ -50,9 +52,11 @@ class Registry:
         self,
         builtins: Iterable[ResourceType],
         conversions: Mapping[tuple[str, str], Conversion] | None = None,
+        defaults: Mapping[str, Converter] | None = None,
     ) -> None:
         self._builtin = tuple(builtins)
         self._conversions = dict(conversions or {})
+        self._defaults = dict(defaults or {})  # stored kind -> defaulting of what is read
         self._defined: dict[str, tuple[ResourceType, ...]] = {}  # CRD name -> its resources
         self._storage_versions: dict[str, str] = {}  # CRD name -> the version objects keep
         self._stored: dict[str, KindInfo] = {}
@@ -125,6 +129,9 @@ class Registry:
         return converted
 
     def from_storage(self, resource: ResourceType, obj: Object) -> Object:
+        default = self._defaults.get(resource.stored_as)
+        if default is not None:
+            obj = default(obj)
         conversion = self._conversions.get((resource.api_version, resource.kind))
         if conversion is not None:
             return conversion.from_storage(obj)

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..listening import bound_address, format_address
+from ..model.clock import Clock
 from ..store import Store, open_store
 from . import tls
 from .kubeconfig import load_or_create_token, write_kubeconfig
@@ -37,10 +38,13 @@ class RunningKubeApi:
             await self.store.close()
 
 
-async def start_kube_api(settings: KubeApiSettings, sock: socket.socket) -> RunningKubeApi:
-    """Serve the Kubernetes API on ``sock`` (closed by the server when it stops)."""
+async def start_kube_api(
+    settings: KubeApiSettings, sock: socket.socket, *, clock: Clock | None = None
+) -> RunningKubeApi:
+    """Serve the Kubernetes API on ``sock`` (closed by the server when it stops). ``clock`` is
+    the store's (the system's by default): what stamps creation and deletion times."""
     registry = default_registry()
-    store = open_store(settings.store_url, kinds=registry.store_kinds)
+    store = open_store(settings.store_url, clock=clock, kinds=registry.store_kinds)
     try:
         token = load_or_create_token(settings.token_file)
         identity = tls.load_or_create(settings.token_file.parent)

@@ -265,7 +265,7 @@ class KubeApiServer:
 
 
 def default_registry() -> Registry:
-    return Registry(builtins.BUILTIN_RESOURCES, builtins.conversions())
+    return Registry(builtins.BUILTIN_RESOURCES, builtins.conversions(), builtins.storage_defaults())
 
 
 __all__ = ["KubeApiServer", "default_registry", "json_response"]
