@@ -197,17 +197,8 @@ class KubeApiServer:
                     meta["finalizers"] = [*(meta.get("finalizers") or []), CRD_CLEANUP]
                 self._check_crd_kind(new)
             return Admitted(new, ())
-        if resource.schema is None:
-            return Admitted(new, ())
-        return admission.admit(
-            resource.schema,
-            new,
-            old,
-            field_validation=field_validation,
-            kind=resource.kind,
-            name=name,
-            group=resource.group,
-            version=resource.version,
+        return admission.admit_resource(
+            resource, new, old, field_validation=field_validation, name=name
         )
 
     def _check_crd_kind(self, crd: Object) -> None:
