@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The README's quickstart, step by step: run everything on this machine with
 # `stctl standalone`, create a topic, produce and consume, split a segment while producing,
-# and look at the topic. Run it with `make quickstart`; each step is a command you can paste.
+# and look at the topic, with stctl and with kubectl (standalone serves the Kubernetes API and
+# writes a kubeconfig). Run it with `make quickstart`; each step is a command you can paste.
 set -euo pipefail
 
 PATH="$(pwd)/.venv/bin:$PATH"
@@ -20,7 +21,7 @@ for _ in $(seq 1 300); do
     if ! kill -0 "${STANDALONE}" 2>/dev/null; then cat "${DATA_DIR}/standalone.out"; exit 1; fi
     sleep 0.1
 done
-head -n 2 "${DATA_DIR}/standalone.out"
+head -n 3 "${DATA_DIR}/standalone.out"
 
 step stctl topics create orders --segments 2 --subscription billing:Stream --subscription audit
 step stctl produce orders --key-separator=: \
@@ -36,6 +37,9 @@ step stctl topics split orders 0
 wait "${PRODUCING}"
 step stctl consume orders -s audit --type key-shared --quiet --timeout 3
 step stctl topics describe orders
+export KUBECONFIG="${DATA_DIR}/kubeconfig"
+step kubectl get scalabletopics
+step kubectl get segments -l scalabletopics.dev/topic=orders
 echo
 echo "Done. stctl standalone keeps its data in ${DATA_DIR}; start it yourself with:"
 echo "  .venv/bin/stctl standalone --data-dir ${DATA_DIR} --port ${PORT}"
