@@ -56,7 +56,7 @@ class KubeApiProcess:
                 env={**os.environ, "PYTHONUNBUFFERED": "1"},
             )
         host, port = await reported_address(self.address_file, self.process, self.log_path)
-        return f"http://{host}:{port}"
+        return f"https://{host}:{port}"
 
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:

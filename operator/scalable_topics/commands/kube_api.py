@@ -15,7 +15,9 @@ def _run_kube_api(args: argparse.Namespace) -> int:
     import signal
 
     from ..kubeapi.running import KubeApiSettings, start_kube_api
+    from ..kubeapi.status import ApiError
     from ..listening import listening_socket, write_address_file
+    from ..store import StoreError
 
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -43,9 +45,12 @@ def _run_kube_api(args: argparse.Namespace) -> int:
             loop.add_signal_handler(signum, stopping.set)
         try:
             running = await start_kube_api(settings, sock)
-        except (ValueError, OSError) as error:
+        except ValueError as error:  # a store URL no adapter serves
             print(f"{COMMAND}: {error}", file=sys.stderr)
             return 2
+        except (OSError, StoreError, ApiError) as error:
+            print(f"{COMMAND}: cannot start: {error}", file=sys.stderr)
+            return 1
         try:
             host, port = sock.getsockname()[:2]
             if args.address_file:

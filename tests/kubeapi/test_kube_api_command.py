@@ -1,0 +1,65 @@
+"""``stctl kube-api`` as a process: HTTPS with its own CA, the kubeconfig it writes, its errors."""
+
+from __future__ import annotations
+
+import base64
+import ssl
+import subprocess
+import sys
+from pathlib import Path
+
+import aiohttp
+import pytest
+import yaml
+
+from support.kubeapi_process import KubeApiProcess
+
+pytestmark = pytest.mark.slow
+
+
+def run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "scalable_topics.cli", "kube-api", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_an_unsupported_store_url_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    done = run("--store", "bogus://x", "--token-file", str(tmp_path / "t"), "--port", "0")
+    assert done.returncode == 2
+    assert done.stderr.startswith("stctl kube-api: unsupported store URL 'bogus://x'")
+    assert "Traceback" not in done.stderr
+
+
+def test_a_store_that_cannot_open_is_one_line_and_exit_1(tmp_path: Path) -> None:
+    url = f"embedded://{tmp_path / 'missing-dir' / 'store.db'}"
+    done = run("--store", url, "--token-file", str(tmp_path / "t"), "--port", "0")
+    assert done.returncode == 1
+    assert done.stderr.startswith("stctl kube-api: cannot start:")
+    assert "Traceback" not in done.stderr
+
+
+async def test_it_serves_https_to_the_kubeconfig_it_writes(tmp_path: Path) -> None:
+    server = KubeApiProcess(tmp_path, f"embedded://{tmp_path / 'store.db'}")
+    url = await server.start()
+    try:
+        config = yaml.safe_load(server.kubeconfig.read_text())
+        cluster = config["clusters"][0]["cluster"]
+        token = config["users"][0]["user"]["token"]
+        assert cluster["server"].startswith("https://127.0.0.1:")
+        authority = base64.b64decode(cluster["certificate-authority-data"]).decode()
+        context = ssl.create_default_context(cadata=authority)
+        async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=context)) as http:
+            async with http.get(f"{cluster['server']}/version") as response:
+                assert response.status == 200  # public, as in Kubernetes
+            async with http.get(f"{cluster['server']}/api/v1/namespaces") as response:
+                assert response.status == 401
+            headers = {"Authorization": f"Bearer {token}"}
+            async with http.get(f"{cluster['server']}/api/v1/namespaces", headers=headers) as r:
+                names = [n["metadata"]["name"] for n in (await r.json())["items"]]
+        assert "default" in names and url == cluster["server"]
+    finally:
+        server.stop()
+    assert server.process is not None and server.process.returncode == 0, server.log()
