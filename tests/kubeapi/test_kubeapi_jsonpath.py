@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from scalable_topics.kubeapi import jsonpath
-from scalable_topics.kubeapi.fielderrors import go_float
+from scalable_topics.kubeapi.go_values import go_float
 
 OBJ: dict[str, Any] = {
     "metadata": {"name": "orders", "labels": {"app.kubernetes.io/name": "st"}},

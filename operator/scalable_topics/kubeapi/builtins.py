@@ -18,7 +18,9 @@ from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
-from . import ages, crd_types, events_api, fielderrors, gotime
+from . import ages, crd_types, events_api, gotime, name_rules
+from . import field_errors as fe
+from .go_values import go_quote
 from .resources import ResourceType
 from .status import ApiError, Cause, Reason
 
@@ -1038,7 +1040,7 @@ def decode_failure(resource: ResourceType, obj: Mapping[str, Any]) -> ApiError |
     if error is None:
         return None
     message = (
-        f"{resource.kind} in version {fielderrors.go_quote(resource.version)} cannot be "
+        f"{resource.kind} in version {go_quote(resource.version)} cannot be "
         f"handled as a {resource.kind}: {error}"
     )
     return ApiError(400, Reason.BAD_REQUEST, message)
@@ -1054,11 +1056,11 @@ def _namespace_causes(obj: Mapping[str, Any]) -> list[Cause]:
     for finalizer in _get(obj, "spec", "finalizers") or []:
         if not isinstance(finalizer, str):
             continue
-        for message in fielderrors.qualified_name_errors(finalizer):
-            causes.append(fielderrors.invalid("spec.finalizers", finalizer, message))
+        for message in name_rules.qualified_name_errors(finalizer):
+            causes.append(fe.invalid("spec.finalizers", finalizer, message))
         if "/" not in finalizer and finalizer not in _STANDARD_FINALIZERS:
             causes.append(
-                fielderrors.invalid(
+                fe.invalid(
                     "spec.finalizers",
                     finalizer,
                     "name is neither a standard finalizer name nor is it fully qualified",
@@ -1073,35 +1075,27 @@ def _lease_causes(obj: Mapping[str, Any]) -> list[Cause]:
     assert isinstance(spec, Mapping)
     duration = spec.get("leaseDurationSeconds")
     if isinstance(duration, int) and duration <= 0:
-        causes.append(
-            fielderrors.invalid("spec.leaseDurationSeconds", duration, "must be greater than 0")
-        )
+        causes.append(fe.invalid("spec.leaseDurationSeconds", duration, "must be greater than 0"))
     transitions = spec.get("leaseTransitions")
     if isinstance(transitions, int) and transitions < 0:
         causes.append(
-            fielderrors.invalid(
-                "spec.leaseTransitions", transitions, "must be greater than or equal to 0"
-            )
+            fe.invalid("spec.leaseTransitions", transitions, "must be greater than or equal to 0")
         )
     strategy = spec.get("strategy")
     if isinstance(strategy, str) and strategy:
         if "/" not in strategy:
             if strategy != "OldestEmulationVersion":
                 causes.append(
-                    fielderrors.not_supported(
-                        "spec.strategy.strategy", strategy, ["OldestEmulationVersion"]
-                    )
+                    fe.not_supported("spec.strategy.strategy", strategy, ["OldestEmulationVersion"])
                 )
         else:
             causes.extend(
-                fielderrors.invalid("spec.strategy.strategy", strategy, message)
-                for message in fielderrors.qualified_name_errors(strategy)
+                fe.invalid("spec.strategy.strategy", strategy, message)
+                for message in name_rules.qualified_name_errors(strategy)
             )
     if spec.get("preferredHolder") and not strategy:
         causes.append(
-            fielderrors.forbidden(
-                "spec.preferredHolder", "may only be specified if `strategy` is defined"
-            )
+            fe.forbidden("spec.preferredHolder", "may only be specified if `strategy` is defined")
         )
     return causes
 
@@ -1118,41 +1112,37 @@ def _legacy_event_causes(event: Mapping[str, Any]) -> list[Cause]:
         if not involved:
             if namespace not in ("", "default"):
                 causes.append(
-                    fielderrors.invalid(
+                    fe.invalid(
                         "involvedObject.namespace", involved, "does not match event.namespace"
                     )
                 )
         elif namespace != involved:
             causes.append(
-                fielderrors.invalid(
-                    "involvedObject.namespace", involved, "does not match event.namespace"
-                )
+                fe.invalid("involvedObject.namespace", involved, "does not match event.namespace")
             )
     else:
         if not involved and namespace not in ("default", "kube-system"):
             causes.append(
-                fielderrors.invalid(
-                    "involvedObject.namespace", involved, "does not match event.namespace"
-                )
+                fe.invalid("involvedObject.namespace", involved, "does not match event.namespace")
             )
         controller = event.get("reportingComponent") or ""
         if not controller:
-            causes.append(fielderrors.required("reportingController"))
+            causes.append(fe.required("reportingController"))
         causes.extend(
-            fielderrors.invalid("reportingController", controller, message)
-            for message in fielderrors.qualified_name_errors(controller)
+            fe.invalid("reportingController", controller, message)
+            for message in name_rules.qualified_name_errors(controller)
         )
         for name, limit in (("reportingInstance", 128), ("action", 128), ("reason", 128)):
             value = event.get(name) or ""
             if not value:
-                causes.append(fielderrors.required(name))
+                causes.append(fe.required(name))
             if _byte_length(value) > limit:
-                causes.append(fielderrors.invalid(name, "", f"can have at most {limit} characters"))
+                causes.append(fe.invalid(name, "", f"can have at most {limit} characters"))
         if _byte_length(event.get("message")) > 1024:
-            causes.append(fielderrors.invalid("message", "", "can have at most 1024 characters"))
+            causes.append(fe.invalid("message", "", "can have at most 1024 characters"))
     causes.extend(
-        fielderrors.invalid("namespace", namespace, message)
-        for message in fielderrors.dns1123_subdomain_errors(namespace)
+        fe.invalid("namespace", namespace, message)
+        for message in name_rules.dns1123_subdomain_errors(namespace)
     )
     return causes
 
@@ -1163,9 +1153,9 @@ def _series_causes(event: Mapping[str, Any]) -> list[Cause]:
         return []
     causes: list[Cause] = []
     if (series.get("count") or 0) < 2:
-        causes.append(fielderrors.invalid("series.count", "", "should be at least 2"))
+        causes.append(fe.invalid("series.count", "", "should be at least 2"))
     if not series.get("lastObservedTime"):
-        causes.append(fielderrors.required("series.lastObservedTime"))
+        causes.append(fe.required("series.lastObservedTime"))
     return causes
 
 
@@ -1174,16 +1164,14 @@ def _events_v1_causes(event: Mapping[str, Any]) -> list[Cause]:
     names them: it validates the stored form)."""
     causes = _series_causes(event)
     if not event.get("eventTime"):
-        causes.append(fielderrors.required("eventTime"))
+        causes.append(fe.required("eventTime"))
     if event.get("type") not in ("Normal", "Warning"):
-        causes.append(
-            fielderrors.invalid("type", "", f"has invalid value: {event.get('type') or ''}")
-        )
+        causes.append(fe.invalid("type", "", f"has invalid value: {event.get('type') or ''}"))
     for name in ("firstTimestamp", "lastTimestamp", "count"):
         if event.get(name):
-            causes.append(fielderrors.invalid(name, "", "needs to be unset"))
+            causes.append(fe.invalid(name, "", "needs to be unset"))
     if _get(event, "source", "component") or _get(event, "source", "host"):
-        causes.append(fielderrors.invalid("source", "", "needs to be unset"))
+        causes.append(fe.invalid("source", "", "needs to be unset"))
     return causes
 
 
@@ -1210,7 +1198,7 @@ def _event_update_causes(new: Mapping[str, Any], old: Mapping[str, Any]) -> list
         causes.extend(_series_causes(new))
     for field, key in _EVENT_IMMUTABLE:
         if (new.get(key) or None) != (old.get(key) or None):
-            causes.append(fielderrors.invalid(field, new.get(key), "field is immutable"))
+            causes.append(fe.invalid(field, new.get(key), "field is immutable"))
     return causes
 
 

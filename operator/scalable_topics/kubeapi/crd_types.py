@@ -20,8 +20,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from . import ages, fielderrors, jsonpath
-from .fielderrors import forbidden, invalid, not_supported, required
+from . import ages, jsonpath, name_rules
+from .field_errors import forbidden, invalid, not_supported, required
 from .resources import ResourceType
 from .status import Cause
 
@@ -439,13 +439,13 @@ def _names_causes(names: Mapping[str, Any], path: str) -> list[Cause]:
     for key in ("plural", "singular"):
         value = names.get(key)
         if isinstance(value, str) and value:
-            errors = fielderrors.dns1035_label_errors(value)
+            errors = name_rules.dns1035_label_errors(value)
             if errors:
                 causes.append(invalid(f"{path}.{key}", value, ",".join(errors)))
     for key in ("kind", "listKind"):
         value = names.get(key)
         if isinstance(value, str) and value:
-            errors = fielderrors.dns1035_label_errors(value.lower())
+            errors = name_rules.dns1035_label_errors(value.lower())
             if errors:
                 causes.append(
                     invalid(
@@ -455,7 +455,7 @@ def _names_causes(names: Mapping[str, Any], path: str) -> list[Cause]:
                     )
                 )
     for i, short in enumerate(names.get("shortNames") or []):
-        errors = fielderrors.dns1035_label_errors(str(short))
+        errors = name_rules.dns1035_label_errors(str(short))
         if errors:
             causes.append(invalid(f"{path}.shortNames[{i}]", short, ",".join(errors)))
     if names.get("kind") and names.get("kind") == names.get("listKind"):
@@ -463,7 +463,7 @@ def _names_causes(names: Mapping[str, Any], path: str) -> list[Cause]:
             invalid(f"{path}.listKind", names["listKind"], "kind and listKind may not be the same")
         )
     for i, category in enumerate(names.get("categories") or []):
-        errors = fielderrors.dns1035_label_errors(str(category))
+        errors = name_rules.dns1035_label_errors(str(category))
         if errors:
             causes.append(invalid(f"{path}.categories[{i}]", category, ",".join(errors)))
     return causes
@@ -500,7 +500,7 @@ def _spec_causes(crd: Mapping[str, Any]) -> list[Cause]:
     group = spec.get("group") or ""
     if not group:
         causes.append(required("spec.group"))
-    elif errors := fielderrors.dns1123_subdomain_errors(group):
+    elif errors := name_rules.dns1123_subdomain_errors(group):
         causes.append(invalid("spec.group", group, ",".join(errors)))
     elif len(group.split(".")) < 2:
         causes.append(invalid("spec.group", group, "should be a domain with at least one dot"))
@@ -539,7 +539,7 @@ def _spec_causes(crd: Mapping[str, Any]) -> list[Cause]:
         if name in seen:
             unique = False
         seen.add(name)
-        if errors := fielderrors.dns1035_label_errors(name):
+        if errors := name_rules.dns1035_label_errors(name):
             causes.append(invalid(f"{path}.name", name, ",".join(errors)))
         warning = version.get("deprecationWarning")
         if warning is not None:
@@ -576,7 +576,7 @@ def _spec_causes(crd: Mapping[str, Any]) -> list[Cause]:
         )
     if versions:
         first = str(versions[0].get("name") or "")
-        if first and (errors := fielderrors.dns1035_label_errors(first)):
+        if first and (errors := name_rules.dns1035_label_errors(first)):
             causes.append(invalid("spec.version", first, ",".join(errors)))
 
     names = spec.get("names") if isinstance(spec.get("names"), Mapping) else {}

@@ -5,14 +5,11 @@ label rules are not repeated here.)"""
 
 from __future__ import annotations
 
-import re
-
 from scalable_topics.kubeapi import field_errors as fe
+from scalable_topics.kubeapi import name_rules
 from scalable_topics.kubeapi import structural as st
 from scalable_topics.kubeapi.status import Cause
 from scalable_topics.kubeapi.structural import Schema
-
-_DNS1035_LABEL = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
 
 
 def validate(schema: Schema | None, value: object, path: str = "") -> list[Cause]:
@@ -65,10 +62,8 @@ def _resource(value: dict[str, object], path: str) -> list[Cause]:
                 errors.append(fe.invalid(where, item, "must be a string"))
             elif not item:
                 errors.append(fe.invalid(where, item, "must not be empty"))
-            elif len(item) > 63 or not _DNS1035_LABEL.fullmatch(item.lower()):
-                detail = "may have mixed case, but should otherwise match: " + _dns1035_messages(
-                    item.lower()
-                )
+            elif problems := name_rules.dns1035_label_errors(item.lower()):
+                detail = "may have mixed case, but should otherwise match: " + ",".join(problems)
                 errors.append(fe.invalid(where, item, detail))
         elif name == "metadata" and not isinstance(item, dict):
             errors.append(
@@ -77,16 +72,3 @@ def _resource(value: dict[str, object], path: str) -> list[Cause]:
                 )
             )
     return errors
-
-
-def _dns1035_messages(text: str) -> str:
-    messages = []
-    if len(text) > 63:
-        messages.append("must be no more than 63 characters")
-    if not _DNS1035_LABEL.fullmatch(text):
-        messages.append(
-            "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start "
-            "with an alphabetic character, and end with an alphanumeric character (e.g. "
-            "'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')"
-        )
-    return ",".join(messages)

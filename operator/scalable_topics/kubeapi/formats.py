@@ -13,6 +13,8 @@ from email.utils import parseaddr
 from typing import Final
 from urllib.parse import urlsplit
 
+from scalable_topics.kubeapi import name_rules
+
 
 def _date(text: str) -> bool:
     if not re.fullmatch(r"\d{4}-\d{2}-\d{2}", text):
@@ -81,16 +83,12 @@ def _byte(text: str) -> bool:
     return True
 
 
-_SHORT_NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
-_LONG_NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
-
-
 def _short_name(text: str) -> bool:
-    return len(text) <= 63 and _SHORT_NAME.fullmatch(text) is not None
+    return not name_rules.dns1123_label_errors(text)
 
 
 def _long_name(text: str) -> bool:
-    return len(text) <= 253 and _LONG_NAME.fullmatch(text) is not None
+    return not name_rules.dns1123_subdomain_errors(text)
 
 
 _UUID_PATTERNS: Final = {

@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from .fielderrors import go_float, go_json
+from .go_values import go_float, go_json
 
 
 class JSONPathError(ValueError):

@@ -1,86 +1,47 @@
-"""Validation of ``metadata`` as the API server does it for every kind, in its words."""
+"""Validation of ``metadata`` as the API server does it for every kind, in its words: the name
+rules are ``name_rules``', the causes ``field_errors``'."""
 
 from __future__ import annotations
 
-import json
-import re
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Final
 
-from .status import Cause, CauseType
+from scalable_topics.kubeapi import field_errors as fe
+from scalable_topics.kubeapi import name_rules
+from scalable_topics.kubeapi.status import Cause
 
-DNS_SUBDOMAIN_MAX = 253
-DNS_LABEL_MAX = 63
-ANNOTATIONS_MAX_BYTES = 256 * 1024
+ANNOTATIONS_MAX_BYTES: Final = 256 * 1024
 
-_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
-_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
-_NAME_PART = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
-_LABEL_VALUE = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?")
-
-SUBDOMAIN_MESSAGE = (
-    "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or "
-    "'.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used "
-    f"for validation is '{_SUBDOMAIN.pattern}')"
-)
-LABEL_MESSAGE = (
-    "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and "
-    "must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex "
-    f"used for validation is '{_LABEL.pattern}')"
-)
-_NAME_PART_MESSAGE = (
-    "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end "
-    "with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for "
-    f"validation is '{_NAME_PART.pattern}')"
-)
-_LABEL_VALUE_MESSAGE = (
-    "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or "
-    "'.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value', "
-    f" or '12345', regex used for validation is '{_LABEL_VALUE.pattern}')"
-)
+_NAME: Final = fe.child("metadata", "name")
+_LABELS: Final = fe.child("metadata", "labels")
+_ANNOTATIONS: Final = fe.child("metadata", "annotations")
+_FINALIZERS: Final = fe.child("metadata", "finalizers")
+_OWNERS: Final = fe.child("metadata", "ownerReferences")
 
 
-def quoted(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False)
+def _invalid(field: str, value: object, messages: Iterable[str]) -> list[Cause]:
+    """One Invalid cause a message, as kube's validators turn a name rule's messages into
+    field errors."""
+    return [fe.invalid(field, value, message) for message in messages]
 
 
-def _invalid(field: str, value: Any, detail: str) -> Cause:
-    return Cause(CauseType.INVALID, field, f"Invalid value: {quoted(value)}: {detail}")
-
-
-def name_causes(name: str, field: str, *, dns_label: bool) -> list[Cause]:
-    limit, pattern, message = (
-        (DNS_LABEL_MAX, _LABEL, LABEL_MESSAGE)
-        if dns_label
-        else (DNS_SUBDOMAIN_MAX, _SUBDOMAIN, SUBDOMAIN_MESSAGE)
-    )
-    causes = []
-    if len(name) > limit:
-        causes.append(_invalid(field, name, f"must be no more than {limit} characters"))
-    if not pattern.fullmatch(name):
-        causes.append(_invalid(field, name, message))
-    return causes
-
-
-def qualified_name_causes(key: str, field: str) -> list[Cause]:
-    """A label key, annotation key or finalizer: ``[prefix/]name``."""
-    prefix, _, name = key.rpartition("/")
-    causes = []
-    if "/" in key and not prefix:
-        causes.append(_invalid(field, key, "prefix part must be non-empty"))
-    elif prefix:
-        causes += [
-            _invalid(field, key, f"prefix part {c.message.split(': ', 2)[-1]}")
-            for c in name_causes(prefix, field, dns_label=False)
-        ]
-    if not name:
-        causes.append(_invalid(field, key, "name part must be non-empty"))
-    else:
-        if len(name) > DNS_LABEL_MAX:
-            causes.append(_invalid(field, key, "name part must be no more than 63 characters"))
-        if not _NAME_PART.fullmatch(name):
-            causes.append(_invalid(field, key, _NAME_PART_MESSAGE))
-    return causes
+def _string_map(
+    value: object, field: str, value_rule: Callable[[str], list[str]]
+) -> tuple[list[Cause], dict[str, str]]:
+    """Labels or annotations: a map of strings keyed by qualified names, each value to
+    ``value_rule``. The causes, and the entries whose values are strings."""
+    if not isinstance(value, Mapping):
+        return [fe.invalid(field, value, "must be a map of strings")], {}
+    causes: list[Cause] = []
+    strings: dict[str, str] = {}
+    for key, item in value.items():
+        causes += _invalid(field, key, name_rules.qualified_name_errors(key))
+        if not isinstance(item, str):
+            causes.append(fe.invalid(field, item, "must be a string"))
+        else:
+            causes += _invalid(field, item, value_rule(item))
+            strings[key] = item
+    return causes, strings
 
 
 def metadata_causes(meta: Mapping[str, Any], *, dns_label_name: bool) -> list[Cause]:
@@ -88,59 +49,40 @@ def metadata_causes(meta: Mapping[str, Any], *, dns_label_name: bool) -> list[Ca
     causes: list[Cause] = []
     name = meta.get("name")
     if isinstance(name, str) and name:
-        causes += name_causes(name, "metadata.name", dns_label=dns_label_name)
-    labels = meta.get("labels") or {}
-    if not isinstance(labels, Mapping):
-        causes.append(_invalid("metadata.labels", labels, "must be a map of strings"))
-        labels = {}
-    for key, value in labels.items():
-        causes += qualified_name_causes(key, "metadata.labels")
-        if not isinstance(value, str):
-            causes.append(_invalid("metadata.labels", value, "must be a string"))
-            continue
-        if len(value) > DNS_LABEL_MAX:
-            causes.append(_invalid("metadata.labels", value, "must be no more than 63 characters"))
-        if not _LABEL_VALUE.fullmatch(value):
-            causes.append(_invalid("metadata.labels", value, _LABEL_VALUE_MESSAGE))
-    annotations = meta.get("annotations") or {}
-    if not isinstance(annotations, Mapping):
-        causes.append(_invalid("metadata.annotations", annotations, "must be a map of strings"))
-        annotations = {}
-    size = 0
-    for key, value in annotations.items():
-        causes += qualified_name_causes(key, "metadata.annotations")
-        if not isinstance(value, str):
-            causes.append(_invalid("metadata.annotations", value, "must be a string"))
-            continue
-        size += len(key) + len(value.encode())
-    if size > ANNOTATIONS_MAX_BYTES:
-        causes.append(
-            Cause(
-                CauseType.TOO_LONG,
-                "metadata.annotations",
-                f"Too long: may not be more than {ANNOTATIONS_MAX_BYTES} bytes",
-            )
+        rule = (
+            name_rules.dns1123_label_errors
+            if dns_label_name
+            else name_rules.dns1123_subdomain_errors
         )
+        causes += _invalid(_NAME, name, rule(name))
+    label_causes, _ = _string_map(meta.get("labels") or {}, _LABELS, name_rules.label_value_errors)
+    causes += label_causes
+    annotation_causes, annotations = _string_map(
+        meta.get("annotations") or {}, _ANNOTATIONS, lambda _: []
+    )
+    causes += annotation_causes
+    if sum(len(k) + len(v.encode()) for k, v in annotations.items()) > ANNOTATIONS_MAX_BYTES:
+        causes.append(fe.too_long(_ANNOTATIONS, ANNOTATIONS_MAX_BYTES))
     finalizers = meta.get("finalizers") or []
     if not isinstance(finalizers, list):
-        causes.append(_invalid("metadata.finalizers", finalizers, "must be a list of strings"))
+        causes.append(fe.invalid(_FINALIZERS, finalizers, "must be a list of strings"))
         finalizers = []
-    for index, finalizer in enumerate(finalizers):
-        field = f"metadata.finalizers[{index}]"
+    for position, finalizer in enumerate(finalizers):
+        field = fe.index(_FINALIZERS, position)
         if not isinstance(finalizer, str):
-            causes.append(_invalid(field, finalizer, "must be a string"))
+            causes.append(fe.invalid(field, finalizer, "must be a string"))
         else:
-            causes += qualified_name_causes(finalizer, field)
+            causes += _invalid(field, finalizer, name_rules.qualified_name_errors(finalizer))
     owners = meta.get("ownerReferences") or []
     if not isinstance(owners, list):
-        causes.append(_invalid("metadata.ownerReferences", owners, "must be a list"))
+        causes.append(fe.invalid(_OWNERS, owners, "must be a list"))
         owners = []
-    for index, owner in enumerate(owners):
-        field = f"metadata.ownerReferences[{index}]"
+    for position, owner in enumerate(owners):
+        field = fe.index(_OWNERS, position)
         if not isinstance(owner, Mapping):
-            causes.append(_invalid(field, owner, "must be an object"))
+            causes.append(fe.invalid(field, owner, "must be an object"))
             continue
         for key in ("apiVersion", "kind", "name", "uid"):
             if not isinstance(owner.get(key), str) or not owner.get(key):
-                causes.append(Cause(CauseType.REQUIRED, f"{field}.{key}", "Required value"))
+                causes.append(fe.required(fe.child(field, key)))
     return causes

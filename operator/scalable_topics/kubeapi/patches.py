@@ -20,7 +20,6 @@ from typing import Any
 import jsonpatch
 
 from ..store.patch import merge_patch
-from .object_meta import quoted
 from .status import ApiError, Cause, CauseType, Reason
 
 MERGE = "application/merge-patch+json"
@@ -80,10 +79,11 @@ def apply_patch(
         return merged
     except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException, ValueError) as exc:
         qualified = f"{kind}.{group}" if group else kind
+        shown = json.dumps(patch, ensure_ascii=False)
         raise ApiError(
             422,
             Reason.INVALID,
-            f'{qualified} "{name}" is invalid: patch: Invalid value: {quoted(patch)}: {exc}',
+            f'{qualified} "{name}" is invalid: patch: Invalid value: {shown}: {exc}',
             kind=kind,
             name=name,
             group=group,
