@@ -12,7 +12,6 @@ protocol's error codes, so the controller can tell "already gone" (404) from a f
 
 from __future__ import annotations
 
-import hmac
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -20,7 +19,9 @@ from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 
+from ..credentials import same_secret
 from ..protocol import ErrorCode, InitialPosition
+from ..protocol.limits import MAX_PRODUCER_EPOCH
 from .errors import BrokerError
 from .registry import SegmentRegistry
 from .segment import BrokerFull, HostedSegment, SegmentBusy, SegmentError
@@ -51,19 +52,21 @@ class Retention(_Body):
 class CreateSegment(_Body):
     parents: list[int] = Field(default_factory=list, max_length=2)
     subscriptions: list[str] = Field(default_factory=list)
-    producer_epoch: int = Field(default=0, ge=0)
+    producer_epoch: int = Field(default=0, ge=0, le=MAX_PRODUCER_EPOCH)
     producer_holder: str | None = None  # the topic-wide exclusive holder it is reserved for
     retention: Retention | None = None
 
 
 class Fence(_Body):
-    epoch: int = Field(ge=0)
+    epoch: int = Field(ge=0, le=MAX_PRODUCER_EPOCH)
     holder: str | None = None  # reserve the segment for this holder; None: no reservation
     if_free: bool = False  # only while no producer of another name is connected
 
 
 class Release(_Body):
-    epoch: int = Field(ge=0)  # the grant that ended: reservations made at it or before go
+    epoch: int = Field(
+        ge=0, le=MAX_PRODUCER_EPOCH
+    )  # the grant that ended: reservations made at it or before go
 
 
 class CreateSubscription(_Body):
@@ -77,9 +80,9 @@ def _error(code: ErrorCode, message: str) -> web.Response:
 
 
 async def _body(request: web.Request, model: type[_Body]) -> Any:
-    if not request.can_read_body:
-        return model()
     try:
+        if not request.can_read_body:  # no body: what the model's defaults make, if anything
+            return model.model_validate({})
         return model.model_validate_json(await request.read())
     except ValidationError as error:
         raise SegmentError(ErrorCode.INVALID_REQUEST, f"invalid request body: {error}") from None
@@ -194,7 +197,7 @@ async def admin_errors(request: web.Request, handler: Handler) -> web.StreamResp
         token = request.app.get(TOKEN_KEY)
         if token is not None:
             offered = request.headers.get("Authorization", "")
-            if not hmac.compare_digest(offered, f"Bearer {token}"):
+            if not same_secret(offered, f"Bearer {token}"):
                 return _error(
                     ErrorCode.AUTHENTICATION_FAILED,
                     "a valid 'Authorization: Bearer <token>' is required",

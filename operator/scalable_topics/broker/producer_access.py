@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from ..model.resources import ProducerAccessMode
+from ..protocol.limits import MAX_PRODUCER_EPOCH
 
 
 class AccessError(Exception):
@@ -119,6 +120,12 @@ class ProducerAccess:
         exclusive producer held, or the one the controller granted topic-wide."""
         if self.grant_of(handle) is not None or any(w.handle == handle for w in self._waiting):
             raise AccessError("InvalidRequest", f"producer handle {handle!r} is already open")
+        if requested_epoch is not None and requested_epoch > MAX_PRODUCER_EPOCH:
+            raise AccessError(
+                "InvalidRequest",
+                f"producer_epoch {requested_epoch} is above the largest epoch, "
+                f"{MAX_PRODUCER_EPOCH}",
+            )
         self._refuse_stale(name, requested_epoch)
         self._refuse_reserved(name, mode, requested_epoch)
         if mode is ProducerAccessMode.SHARED:
@@ -158,6 +165,8 @@ class ProducerAccess:
         now on. A fence below the epoch in force leaves the reservation alone: it is stale.
         ``if_free``: raise ProducerBusy instead, changing nothing, while a producer of another
         name than ``holder`` is connected (a fence that is stale changes nothing either)."""
+        if not 0 <= epoch <= MAX_PRODUCER_EPOCH:
+            raise ValueError(f"epoch {epoch} is outside 0..{MAX_PRODUCER_EPOCH}")
         if if_free and epoch >= self._epoch:
             others = self.others_than(holder)
             if others:

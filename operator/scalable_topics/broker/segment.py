@@ -127,6 +127,9 @@ class HostedSegment:
         self.directory = directory
         self.key = SegmentKey(meta.namespace, meta.topic, meta.segment_id)
         self._meta = meta
+        # One metadata write at a time, each writing the newest metadata: writes racing on
+        # the same file once left a request unanswered and could have stored an older epoch.
+        self._meta_writes = asyncio.Lock()
         self._log = segment_log
         self._reader = _LogReader(segment_log)
         self._cursors = cursors
@@ -620,7 +623,7 @@ class HostedSegment:
             self._meta = self._meta.with_changes(
                 producer_epoch=self._access.epoch, reserved_for=self._access.reserved_for
             )
-            await save_meta(self.directory, self._meta)
+            await self._save_meta()
 
     async def _close_fenced(self, fenced: list[Grant]) -> None:
         for grant in fenced:
@@ -654,7 +657,11 @@ class HostedSegment:
             dedup=marks, dedup_through_entry=self._log.last_entry_id
         )
         self._entries_since_snapshot = 0
-        await save_meta(self.directory, self._meta)
+        await self._save_meta()
+
+    async def _save_meta(self) -> None:
+        async with self._meta_writes:
+            await save_meta(self.directory, self._meta)
 
     async def _close_everything(self, code: ErrorCode, message: str) -> None:
         self._unlisten()

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hmac
 import itertools
 import logging
 from collections.abc import Coroutine
@@ -20,7 +19,9 @@ from typing import Any
 
 from aiohttp import WSMsgType, web
 
+from ..credentials import same_secret
 from ..model.position import Position
+from ..model.resources import subscription_name_problem
 from ..protocol import (
     SUPPORTED_VERSIONS,
     Ack,
@@ -286,7 +287,7 @@ class Session:
             )
         expected = self._config.auth_token
         if expected is not None and not (
-            command.auth_token is not None and hmac.compare_digest(command.auth_token, expected)
+            command.auth_token is not None and same_secret(command.auth_token, expected)
         ):
             raise _RequestFailed(
                 ErrorCode.AUTHENTICATION_FAILED, "the auth token is missing or wrong"
@@ -412,6 +413,9 @@ class Session:
                 ErrorCode.ID_IN_USE,
                 f"consumer id {command.consumer_id} is in use on this connection",
             )
+        problem = subscription_name_problem(command.subscription)
+        if problem is not None:
+            raise _RequestFailed(ErrorCode.INVALID_REQUEST, f"subscription: {problem}")
         segment = self._segment(command.topic, command.segment_id)
         try:
             subscription = await segment.create_subscription(

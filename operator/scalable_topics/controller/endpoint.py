@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hmac
 import logging
 import socket
 from collections.abc import AsyncIterator, Coroutine
@@ -29,6 +28,7 @@ from typing import Any, NoReturn
 
 from aiohttp import WSCloseCode, WSMsgType, web
 
+from ..credentials import same_secret
 from ..protocol import (
     DEFAULT_MAX_FRAME_BYTES,
     DEFAULT_MAX_MESSAGE_BYTES,
@@ -295,7 +295,7 @@ class EndpointSession:
         if self._version is not None:
             raise _Refused(ErrorCode.UNEXPECTED_COMMAND, "the connection is already established")
         if self._token is not None and not (
-            command.auth_token is not None and hmac.compare_digest(command.auth_token, self._token)
+            command.auth_token is not None and same_secret(command.auth_token, self._token)
         ):
             raise _Refused(ErrorCode.AUTHENTICATION_FAILED, "the auth token is missing or wrong")
         version = negotiate_version(command.protocol_versions)

@@ -9,7 +9,6 @@ documents, and one handler for every resource URL. Every error is a metav1.Statu
 from __future__ import annotations
 
 import contextlib
-import hmac
 import logging
 import socket
 import ssl
@@ -18,6 +17,7 @@ from typing import Any
 
 from aiohttp import web
 
+from ..credentials import same_secret
 from ..store import AlreadyExists, Conflict, NotFound, Store, StoreError
 from ..store.informer import Change, Informer
 from . import admission, builtins, crd_types, discovery, openapi
@@ -141,8 +141,7 @@ class KubeApiServer:
         if self._token is None or request.path in PUBLIC_PATHS:
             return await handler(request)
         scheme, _, credentials = request.headers.get("Authorization", "").partition(" ")
-        given = credentials.strip().encode("utf-8", "surrogateescape")
-        if scheme.lower() != "bearer" or not hmac.compare_digest(given, self._token.encode()):
+        if scheme.lower() != "bearer" or not same_secret(credentials.strip(), self._token):
             raise ApiError(401, Reason.UNAUTHORIZED, "Unauthorized")
         return await handler(request)
 

@@ -7,6 +7,7 @@ resources through them. Field names are camelCase on the wire, snake_case in Pyt
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from enum import StrEnum
 from typing import Any, ClassVar, Final, Literal
@@ -31,6 +32,25 @@ MAX_INITIAL_SEGMENTS = (
 
 NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 _SUBSCRIPTION_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
+
+
+SUBSCRIPTION_NAME_MAX = 128
+
+
+def subscription_name_problem(name: str) -> str | None:
+    """Why ``name`` cannot name a subscription (the rule the CRD enforces too), or None."""
+    if not name:
+        return "a subscription name must not be empty"
+    if len(name) > SUBSCRIPTION_NAME_MAX:
+        return (
+            f"a subscription name has at most {SUBSCRIPTION_NAME_MAX} characters, not {len(name)}"
+        )
+    if not re.fullmatch(_SUBSCRIPTION_PATTERN, name):
+        return (
+            f"subscription name {name!r} must start with a letter or digit and hold only "
+            "letters, digits, '.', '_' and '-'"
+        )
+    return None
 
 
 def _validations(*rules: tuple[str, str]) -> dict[str, Any]:
@@ -96,7 +116,7 @@ class SubscriptionType(StrEnum):
 
 
 class SubscriptionSpec(Wire):
-    name: str = Field(min_length=1, max_length=128, pattern=_SUBSCRIPTION_PATTERN)
+    name: str = Field(min_length=1, max_length=SUBSCRIPTION_NAME_MAX, pattern=_SUBSCRIPTION_PATTERN)
     type: SubscriptionType = SubscriptionType.QUEUE
 
 

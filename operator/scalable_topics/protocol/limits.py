@@ -9,3 +9,8 @@ DEFAULT_MAX_FRAME_BYTES: Final = 5 * 1024 * 1024
 # the msgpack headers, so a message that passes the message limit always fits in a frame alone.
 FRAME_OVERHEAD_RESERVE_BYTES: Final = 64 * 1024
 DEFAULT_MAX_MESSAGE_BYTES: Final = DEFAULT_MAX_FRAME_BYTES - FRAME_OVERHEAD_RESERVE_BYTES
+
+# The largest producer epoch a client or the control plane may ask for. A takeover raises a
+# segment's epoch by one, so every epoch a segment can reach stays below 2**64, the first
+# integer msgpack cannot carry: a stored epoch always has a wire form.
+MAX_PRODUCER_EPOCH: Final = 2**63 - 1

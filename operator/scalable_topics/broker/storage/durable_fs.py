@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import fcntl
 import os
+import tempfile
 from collections.abc import Callable
 from concurrent.futures import Executor
 from pathlib import Path
@@ -50,14 +51,21 @@ def make_directory(directory: Path) -> None:
 def write_file_atomically(path: Path, data: bytes) -> None:
     """Replace ``path`` with ``data``: readers, and a crash at any point, see the old content or
     the new one, never a mix."""
-    temporary = path.with_name(path.name + ".tmp")
-    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    # A temporary name of its own, so that writers of one file never write into each other's
+    # temporary file (the last rename wins whole); ".tmp" marks leftovers of a crash.
+    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    temporary = Path(name)
     try:
-        write_all(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(temporary, path)
+        try:
+            os.fchmod(fd, 0o644)
+            write_all(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(temporary, path)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
     sync_directory(path.parent)
 
 
