@@ -43,8 +43,18 @@ class ConnectionPool:
         if opening is None:
             opening = asyncio.get_running_loop().create_task(self._connect(url))
             self._opening[url] = opening
-            opening.add_done_callback(lambda _: self._opening.pop(url, None))
+            opening.add_done_callback(self._opened)
         return await asyncio.shield(opening)
+
+    def _opened(self, opening: asyncio.Task[BrokerConnection]) -> None:
+        url = next((u for u, task in self._opening.items() if task is opening), None)
+        if url is not None:
+            del self._opening[url]
+        # Every caller still waiting hears the failure through its shield; one that stopped
+        # waiting (cancelled, say, while a broker was down) does not, and then nobody would:
+        # mark it heard here, or asyncio reports "Task exception was never retrieved".
+        if not opening.cancelled():
+            opening.exception()
 
     async def _connect(self, url: str) -> BrokerConnection:
         connection = await BrokerConnection.open(
