@@ -19,6 +19,8 @@ from pydantic import BaseModel
 
 from .model.resources import (
     GROUP,
+    TOPIC_LABEL,
+    TOPIC_NAME_MAX,
     VERSION,
     ScalableTopic,
     ScalableTopicSpec,
@@ -91,6 +93,7 @@ def _crd(
     spec: type[BaseModel],
     status: type[BaseModel],
     columns: list[Schema],
+    rules: list[Schema] | None = None,
 ) -> Schema:
     root: Schema = {
         "type": "object",
@@ -102,6 +105,7 @@ def _crd(
             "spec": structural_schema(spec),
             "status": structural_schema(status),
         },
+        **({"x-kubernetes-validations": rules} if rules else {}),
     }
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
@@ -156,6 +160,13 @@ def custom_resource_definitions() -> dict[str, Schema]:
             ),
             _column("Phase", ".status.phase", "string", "lifecycle phase"),
             _age(),
+        ],
+        rules=[
+            {
+                "rule": f"self.metadata.name.size() <= {TOPIC_NAME_MAX}",
+                "message": f"metadata.name: a topic name has at most {TOPIC_NAME_MAX} "
+                f"characters (it is the value of its Segments' {TOPIC_LABEL} label)",
+            }
         ],
     )
     segment = _crd(

@@ -67,8 +67,12 @@ def test_an_invalid_topic_names_the_field(arguments: dict[str, object], named: s
     assert named in str(refused.value)
 
 
-@pytest.mark.parametrize(("namespace", "name"), [("Default", "orders"), ("default", "Orders_1")])
+@pytest.mark.parametrize(
+    ("namespace", "name"), [("Default", "orders"), ("default", "Orders_1"), ("default", "o" * 64)]
+)
 def test_names_must_be_dns_labels(namespace: str, name: str) -> None:
+    """At most 63 characters: a topic's name labels its Segments (a 64-character name once
+    made a topic whose Segments could not be created)."""
     with pytest.raises(ValueError, match="not a DNS label"):
         topic_manifest(namespace, name)
 

@@ -14,15 +14,18 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ..model.resources import NAME_PATTERN, TOPIC_LABEL, ScalableTopic, Segment
+from ..model.resources import (
+    NAME_PATTERN,
+    TOPIC_LABEL,
+    TOPIC_NAME_MAX,
+    ScalableTopic,
+    Segment,
+)
 from ..store import Store
 from .topic_views import TopicDescription, TopicSummary, describe, summarize
 
 _NAMESPACE_PATTERN = re.compile(NAME_PATTERN)
 _MAX_NAMESPACE = 63
-# A Segment object is named <topic>-<descriptor> (up to 22 characters) and must stay within
-# Kubernetes' 253.
-_MAX_TOPIC_NAME = 253 - 23
 
 
 def check_names(namespace: str, name: str) -> None:
@@ -32,10 +35,10 @@ def check_names(namespace: str, name: str) -> None:
             f"namespace {namespace!r} is not a DNS label: lower-case letters, digits and '-', "
             f"at most {_MAX_NAMESPACE} characters"
         )
-    if len(name) > _MAX_TOPIC_NAME or not _NAMESPACE_PATTERN.match(name):
+    if len(name) > TOPIC_NAME_MAX or not _NAMESPACE_PATTERN.match(name):
         raise ValueError(
             f"topic name {name!r} is not a DNS label: lower-case letters, digits and '-', "
-            f"at most {_MAX_TOPIC_NAME} characters"
+            f"at most {TOPIC_NAME_MAX} characters"
         )
 
 

@@ -35,6 +35,9 @@ _SUBSCRIPTION_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
 
 
 SUBSCRIPTION_NAME_MAX = 128
+# A topic's name is the value of its Segments' TOPIC_LABEL, and a label value has at most 63
+# characters: a longer name would make a topic whose Segments cannot be created.
+TOPIC_NAME_MAX = 63
 
 
 def subscription_name_problem(name: str) -> str | None:
