@@ -8,6 +8,7 @@ the caller's (each producer, consumer and watch backs off on its own).
 from __future__ import annotations
 
 import asyncio
+import functools
 
 import aiohttp
 
@@ -43,12 +44,11 @@ class ConnectionPool:
         if opening is None:
             opening = asyncio.get_running_loop().create_task(self._connect(url))
             self._opening[url] = opening
-            opening.add_done_callback(self._opened)
+            opening.add_done_callback(functools.partial(self._opened, url))
         return await asyncio.shield(opening)
 
-    def _opened(self, opening: asyncio.Task[BrokerConnection]) -> None:
-        url = next((u for u, task in self._opening.items() if task is opening), None)
-        if url is not None:
+    def _opened(self, url: str, opening: asyncio.Task[BrokerConnection]) -> None:
+        if self._opening.get(url) is opening:
             del self._opening[url]
         # Every caller still waiting hears the failure through its shield; one that stopped
         # waiting (cancelled, say, while a broker was down) does not, and then nobody would:

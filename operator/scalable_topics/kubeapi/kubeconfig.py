@@ -4,11 +4,12 @@ the bearer token it carries, kept beside it so a restarted server accepts the sa
 from __future__ import annotations
 
 import base64
-import os
 import secrets
 from pathlib import Path
 
 import yaml
+
+from .files import write_replacing
 
 CONTEXT = "scalable-topics"
 
@@ -57,9 +58,4 @@ def write_kubeconfig(
 
 
 def _write_private(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f".{path.name}.tmp")
-    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as file:
-        file.write(text)
-    os.replace(temporary, path)
+    write_replacing(path, text.encode(), 0o600)

@@ -9,6 +9,7 @@ HTTP is not here: the server parses requests into these calls and renders what t
 
 from __future__ import annotations
 
+import builtins
 import copy
 import secrets
 import uuid
@@ -117,20 +118,27 @@ class Operations:
     ) -> Page:
         check_label_selector(label_selector)
         if continue_token:
-            page = self._pager.next_page(continue_token, limit)
-        else:
-            namespace = field_selector.value_of("metadata.namespace") or namespace
-            try:
-                found = await self.store.list(resource.stored_as, namespace, label_selector)
-            except StoreError as exc:
-                raise self._store_error(resource, None, exc) from exc
-            items = [
-                converted
-                for obj in found.items
-                if field_selector.matches(converted := self.registry.from_storage(resource, obj))
-            ]
-            page = self._pager.first_page(items, found.resource_version, limit)
-        return page
+            return self._pager.next_page(continue_token, limit)
+        try:
+            revision, items = await self._listed(
+                resource, namespace, label_selector, field_selector
+            )
+        except StoreError as exc:
+            raise self._store_error(resource, None, exc) from exc
+        return self._pager.first_page(items, revision, limit)
+
+    async def _listed(
+        self,
+        resource: ResourceType,
+        namespace: str | None,
+        label_selector: str | None,
+        field_selector: FieldSelector,
+    ) -> tuple[str, builtins.list[Object]]:
+        """The store's revision and the objects it holds that the selectors pick, served."""
+        namespace = field_selector.value_of("metadata.namespace") or namespace
+        found = await self.store.list(resource.stored_as, namespace, label_selector)
+        served = (self.registry.from_storage(resource, obj) for obj in found.items)
+        return found.resource_version, [obj for obj in served if field_selector.matches(obj)]
 
     async def watch(
         self,
@@ -158,15 +166,9 @@ class Operations:
                         Reason.BAD_REQUEST,
                         "sendInitialEvents is served only without a resourceVersion (or 0)",
                     )
-                found = await self.store.list(resource.stored_as, namespace, label_selector)
-                start = found.resource_version
-                initial = [
-                    converted
-                    for obj in found.items
-                    if field_selector.matches(
-                        converted := self.registry.from_storage(resource, obj)
-                    )
-                ]
+                start, initial = await self._listed(
+                    resource, namespace, label_selector, field_selector
+                )
             watch = self.store.watch(
                 resource.stored_as,
                 namespace,

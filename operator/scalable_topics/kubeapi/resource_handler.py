@@ -27,7 +27,7 @@ from .http import (
     json_response,
     read_json,
 )
-from .operations import Operations
+from .operations import Operations, Written
 from .paths import ResourcePath
 from .presentation import Presentation
 from .resources import ResourceType
@@ -169,9 +169,7 @@ class ResourceHandler:
             field_validation(request, "CreateOptions"),
             dry_run=dry_run(request),
         )
-        if not dry_run(request):
-            await self._on_written(resource, written.object)
-        return json_response(written.object, 201, written.warnings)
+        return await self._answer(request, resource, written, 201)
 
     async def _update(
         self,
@@ -191,9 +189,7 @@ class ResourceHandler:
             status=status,
             dry_run=dry_run(request),
         )
-        if not dry_run(request):
-            await self._on_written(resource, written.object)
-        return json_response(written.object, 200, written.warnings)
+        return await self._answer(request, resource, written, 200)
 
     async def _patch(
         self,
@@ -214,9 +210,16 @@ class ResourceHandler:
             builtin=self._is_builtin(resource),
             dry_run=dry_run(request),
         )
+        return await self._answer(request, resource, written, 200)
+
+    async def _answer(
+        self, request: web.Request, resource: ResourceType, written: Written, code: int
+    ) -> web.StreamResponse:
+        """The written object, after the server's own follow-up (a CRD's status and
+        registration), which a dry run does not get."""
         if not dry_run(request):
             await self._on_written(resource, written.object)
-        return json_response(written.object, 200, written.warnings)
+        return json_response(written.object, code, written.warnings)
 
     async def _delete(
         self, request: web.Request, resource: ResourceType, namespace: str | None, name: str

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import datetime
 import ipaddress
-import os
 import ssl
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +17,8 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+from .files import write_replacing
 
 VALIDITY = datetime.timedelta(days=3650)
 HOSTS = ("localhost", "127.0.0.1", "::1")
@@ -47,9 +48,9 @@ def load_or_create(directory: Path, hosts: tuple[str, ...] = HOSTS) -> ServingId
         return ServingIdentity(certificate, key, authority.read_bytes())
     directory.mkdir(parents=True, exist_ok=True)
     authority_pem, certificate_pem, key_pem = _issue(hosts)
-    _write(authority, authority_pem, 0o644)
-    _write(key, key_pem, 0o600)
-    _write(certificate, certificate_pem, 0o644)
+    write_replacing(authority, authority_pem, 0o644)
+    write_replacing(key, key_pem, 0o600)
+    write_replacing(certificate, certificate_pem, 0o644)
     return ServingIdentity(certificate, key, authority_pem)
 
 
@@ -121,11 +122,3 @@ def _issue(hosts: tuple[str, ...]) -> tuple[bytes, bytes, bytes]:
         pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
     )
     return ca.public_bytes(pem), serving.public_bytes(pem), key_pem
-
-
-def _write(path: Path, data: bytes, mode: int) -> None:
-    temporary = path.with_name(f".{path.name}.tmp")
-    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
-    with os.fdopen(fd, "wb") as file:
-        file.write(data)
-    os.replace(temporary, path)
