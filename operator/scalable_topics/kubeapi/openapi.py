@@ -739,6 +739,43 @@ class _Builder:
         )
         name = [_path_parameter("name", f"name of the {resource.kind}", v3=self.v3)]
         op = self.operation
+
+        def read_write(subresource: str) -> Object:
+            """get, put and patch of the object (``""``) or of its status (``"Status"``)."""
+            what = f"{'status of ' if subresource else ''}the specified {resource.kind}"
+            operation = f"{camel}{scope}{resource.kind}{subresource}"
+            return {
+                "get": op(
+                    resource,
+                    "get",
+                    f"read{operation}",
+                    f"read {what}",
+                    (),
+                    self.responses(kind_name, ["200"]),
+                    builtin=builtin,
+                ),
+                "put": op(
+                    resource,
+                    "put",
+                    f"replace{operation}",
+                    f"replace {what}",
+                    _WRITE,
+                    self.responses(kind_name, ["200", "201"]),
+                    body=self.body(kind_name),
+                    builtin=builtin,
+                ),
+                "patch": op(
+                    resource,
+                    "patch",
+                    f"patch{operation}",
+                    f"partially update {what}",
+                    (*_WRITE, "force"),
+                    self.responses(kind_name, ["200", "201"]),
+                    body=self.patch_body(builtin),
+                    builtin=builtin,
+                ),
+            }
+
         paths: dict[str, Object] = {
             collection: {
                 "get": op(
@@ -773,35 +810,7 @@ class _Builder:
                 "parameters": [*namespace, *common],
             },
             item: {
-                "get": op(
-                    resource,
-                    "get",
-                    f"read{camel}{scope}{resource.kind}",
-                    f"read the specified {resource.kind}",
-                    (),
-                    self.responses(kind_name, ["200"]),
-                    builtin=builtin,
-                ),
-                "put": op(
-                    resource,
-                    "put",
-                    f"replace{camel}{scope}{resource.kind}",
-                    f"replace the specified {resource.kind}",
-                    _WRITE,
-                    self.responses(kind_name, ["200", "201"]),
-                    body=self.body(kind_name),
-                    builtin=builtin,
-                ),
-                "patch": op(
-                    resource,
-                    "patch",
-                    f"patch{camel}{scope}{resource.kind}",
-                    f"partially update the specified {resource.kind}",
-                    (*_WRITE, "force"),
-                    self.responses(kind_name, ["200", "201"]),
-                    body=self.patch_body(builtin),
-                    builtin=builtin,
-                ),
+                **read_write(""),
                 "delete": op(
                     resource,
                     "delete",
@@ -817,35 +826,7 @@ class _Builder:
         }
         if resource.status_subresource:
             paths[item + "/status"] = {
-                "get": op(
-                    resource,
-                    "get",
-                    f"read{camel}{scope}{resource.kind}Status",
-                    f"read status of the specified {resource.kind}",
-                    (),
-                    self.responses(kind_name, ["200"]),
-                    builtin=builtin,
-                ),
-                "put": op(
-                    resource,
-                    "put",
-                    f"replace{camel}{scope}{resource.kind}Status",
-                    f"replace status of the specified {resource.kind}",
-                    _WRITE,
-                    self.responses(kind_name, ["200", "201"]),
-                    body=self.body(kind_name),
-                    builtin=builtin,
-                ),
-                "patch": op(
-                    resource,
-                    "patch",
-                    f"patch{camel}{scope}{resource.kind}Status",
-                    f"partially update status of the specified {resource.kind}",
-                    (*_WRITE, "force"),
-                    self.responses(kind_name, ["200", "201"]),
-                    body=self.patch_body(builtin),
-                    builtin=builtin,
-                ),
+                **read_write("Status"),
                 "parameters": [*name, *namespace, *common],
             }
         if resource.namespaced:
