@@ -23,6 +23,7 @@ from . import field_errors as fe
 from .go_values import go_quote
 from .resources import ResourceType
 from .status import ApiError, Cause, Reason
+from .structural import nested
 
 Object = dict[str, Any]
 Schema = dict[str, Any]
@@ -620,16 +621,8 @@ def _age_column() -> Object:
     return _column(
         "Age",
         "CreationTimestamp is a timestamp representing the server time when this object was created.",
-        lambda obj, now: ages.age(_get(obj, "metadata", "creationTimestamp"), now),
+        lambda obj, now: ages.age(nested(obj, "metadata", "creationTimestamp"), now),
     )
-
-
-def _get(obj: Any, *path: str) -> Any:
-    for key in path:
-        if not isinstance(obj, Mapping):
-            return None
-        obj = obj.get(key)
-    return obj
 
 
 def _event_times(event: Mapping[str, Any], now: datetime) -> tuple[str, str, int]:
@@ -649,14 +642,14 @@ def _event_times(event: Mapping[str, Any], now: datetime) -> tuple[str, str, int
 
 
 def _event_object(event: Mapping[str, Any]) -> str:
-    kind = str(_get(event, "involvedObject", "kind") or "").lower()
-    name = _get(event, "involvedObject", "name")
+    kind = str(nested(event, "involvedObject", "kind") or "").lower()
+    name = nested(event, "involvedObject", "name")
     return f"{kind}/{name}" if name else kind
 
 
 def _event_source(event: Mapping[str, Any]) -> str:
-    component = _get(event, "source", "component") or event.get("reportingComponent") or ""
-    instance = _get(event, "source", "host") or event.get("reportingInstance") or ""
+    component = nested(event, "source", "component") or event.get("reportingComponent") or ""
+    instance = nested(event, "source", "host") or event.get("reportingInstance") or ""
     return f"{component}, {instance}" if instance else component
 
 
@@ -684,7 +677,7 @@ def _event_columns(to_core: Callable[[Mapping[str, Any]], Mapping[str, Any]]) ->
         _column(
             "Subobject",
             "The piece of the object the event is about, as a field path.",
-            cell(lambda e, _: _get(e, "involvedObject", "fieldPath") or ""),
+            cell(lambda e, _: nested(e, "involvedObject", "fieldPath") or ""),
             priority=1,
         ),
         _column(
@@ -713,7 +706,7 @@ def _event_columns(to_core: Callable[[Mapping[str, Any]], Mapping[str, Any]]) ->
         _column(
             "Name",
             "Name must be unique within a namespace.",
-            cell(lambda e, _: _get(e, "metadata", "name") or ""),
+            cell(lambda e, _: nested(e, "metadata", "name") or ""),
             priority=1,
             format="name",
         ),
@@ -1053,7 +1046,7 @@ _STANDARD_FINALIZERS = frozenset({"kubernetes", "orphan", "foregroundDeletion"})
 
 def _namespace_causes(obj: Mapping[str, Any]) -> list[Cause]:
     causes: list[Cause] = []
-    for finalizer in _get(obj, "spec", "finalizers") or []:
+    for finalizer in nested(obj, "spec", "finalizers") or []:
         if not isinstance(finalizer, str):
             continue
         for message in name_rules.qualified_name_errors(finalizer):
@@ -1106,8 +1099,8 @@ def _byte_length(value: Any) -> int:
 
 def _legacy_event_causes(event: Mapping[str, Any]) -> list[Cause]:
     causes: list[Cause] = []
-    namespace = _get(event, "metadata", "namespace") or ""
-    involved = _get(event, "involvedObject", "namespace") or ""
+    namespace = nested(event, "metadata", "namespace") or ""
+    involved = nested(event, "involvedObject", "namespace") or ""
     if not event.get("eventTime"):
         if not involved:
             if namespace not in ("", "default"):
@@ -1170,7 +1163,7 @@ def _events_v1_causes(event: Mapping[str, Any]) -> list[Cause]:
     for name in ("firstTimestamp", "lastTimestamp", "count"):
         if event.get(name):
             causes.append(fe.invalid(name, "", "needs to be unset"))
-    if _get(event, "source", "component") or _get(event, "source", "host"):
+    if nested(event, "source", "component") or nested(event, "source", "host"):
         causes.append(fe.invalid("source", "", "needs to be unset"))
     return causes
 

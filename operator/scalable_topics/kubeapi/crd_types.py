@@ -24,6 +24,7 @@ from . import ages, jsonpath, name_rules
 from .field_errors import forbidden, invalid, not_supported, required
 from .resources import ResourceType
 from .status import Cause
+from .structural import nested
 
 Object = dict[str, Any]
 
@@ -120,16 +121,8 @@ _ALLOWED_AT_ROOT = (
 )
 
 
-def _get(obj: Any, *path: str) -> Any:
-    for key in path:
-        if not isinstance(obj, Mapping):
-            return None
-        obj = obj.get(key)
-    return obj
-
-
 def _versions(crd: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    versions = _get(crd, "spec", "versions")
+    versions = nested(crd, "spec", "versions")
     return [v for v in versions if isinstance(v, Mapping)] if isinstance(versions, list) else []
 
 
@@ -179,7 +172,7 @@ def resource_types(crd: Mapping[str, Any]) -> list[ResourceType]:
     for version in _versions(crd):
         if not version.get("served"):
             continue
-        schema = _get(version, "schema", "openAPIV3Schema")
+        schema = nested(version, "schema", "openAPIV3Schema")
         types.append(
             ResourceType(
                 group=str(spec.get("group", "")),
@@ -190,7 +183,7 @@ def resource_types(crd: Mapping[str, Any]) -> list[ResourceType]:
                 namespaced=spec.get("scope") == "Namespaced",
                 short_names=tuple(names.get("shortNames") or ()),
                 categories=tuple(names.get("categories") or ()),
-                status_subresource=isinstance(_get(version, "subresources", "status"), Mapping),
+                status_subresource=isinstance(nested(version, "subresources", "status"), Mapping),
                 schema=schema if isinstance(schema, Mapping) else None,
                 printer_columns=tuple(version.get("additionalPrinterColumns") or ()),
                 store_kind=kind,
@@ -201,7 +194,7 @@ def resource_types(crd: Mapping[str, Any]) -> list[ResourceType]:
 
 def created_at(obj: Mapping[str, Any]) -> str:
     """The default Table's ``Created At`` cell: the creation time itself, in UTC, to the second."""
-    moment = ages.parse_timestamp(_get(obj, "metadata", "creationTimestamp"))
+    moment = ages.parse_timestamp(nested(obj, "metadata", "creationTimestamp"))
     if moment is None:
         return "0001-01-01T00:00:00Z"
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -248,8 +241,8 @@ def crd_status(
     Conditions keep their transition time while their status holds, so this is stable."""
     crd = with_defaults(crd)
     moment = (now or datetime.now(UTC)).astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    group = _get(crd, "spec", "group")
-    names = _get(crd, "spec", "names") or {}
+    group = nested(crd, "spec", "group")
+    names = nested(crd, "spec", "names") or {}
     old_status = crd.get("status") or {}
     old_conditions = old_status.get("conditions") or []
     accepted = dict(old_status.get("acceptedNames") or {})
@@ -345,7 +338,7 @@ def _order_names(names: Mapping[str, Any]) -> Object:
 
 
 def is_established(crd: Mapping[str, Any]) -> bool:
-    for condition in _get(crd, "status", "conditions") or []:
+    for condition in nested(crd, "status", "conditions") or []:
         if isinstance(condition, Mapping) and condition.get("type") == "Established":
             return condition.get("status") == "True"
     return False
@@ -359,7 +352,7 @@ def validate(crd: Mapping[str, Any]) -> list[Cause]:
     crd = with_defaults(crd)
     causes = _name_causes(crd)
     causes += _spec_causes(crd)
-    causes += _names_causes(_get(crd, "status", "acceptedNames") or {}, "status.acceptedNames")
+    causes += _names_causes(nested(crd, "status", "acceptedNames") or {}, "status.acceptedNames")
     causes += _stored_versions_causes(crd)
     causes += _preserve_unknown_causes(crd)
     return causes
@@ -372,12 +365,14 @@ def validate_update(crd: Mapping[str, Any], old: Mapping[str, Any]) -> list[Caus
     spec, old_spec = crd.get("spec") or {}, old.get("spec") or {}
     if is_established(old):
         for path in (("scope",), ("names", "kind")):
-            causes += _immutable("spec." + ".".join(path), _get(spec, *path), _get(old_spec, *path))
+            causes += _immutable(
+                "spec." + ".".join(path), nested(spec, *path), nested(old_spec, *path)
+            )
     for path in (("group",), ("names", "plural")):
-        causes += _immutable("spec." + ".".join(path), _get(spec, *path), _get(old_spec, *path))
-    causes += _names_causes(_get(crd, "status", "acceptedNames") or {}, "status.acceptedNames")
+        causes += _immutable("spec." + ".".join(path), nested(spec, *path), nested(old_spec, *path))
+    causes += _names_causes(nested(crd, "status", "acceptedNames") or {}, "status.acceptedNames")
     causes += _stored_versions_causes(crd)
-    if not _get(old, "spec", "preserveUnknownFields"):
+    if not nested(old, "spec", "preserveUnknownFields"):
         causes += _preserve_unknown_causes(crd)
     return causes
 
@@ -387,16 +382,16 @@ def _immutable(field: str, new: Any, old: Any) -> list[Cause]:
 
 
 def _name_causes(crd: Mapping[str, Any]) -> list[Cause]:
-    name = _get(crd, "metadata", "name")
-    plural = _get(crd, "spec", "names", "plural") or ""
-    group = _get(crd, "spec", "group") or ""
+    name = nested(crd, "metadata", "name")
+    plural = nested(crd, "spec", "names", "plural") or ""
+    group = nested(crd, "spec", "group") or ""
     if isinstance(name, str) and name and name != f"{plural}.{group}":
         return [invalid("metadata.name", name, 'must be spec.names.plural+"."+spec.group')]
     return []
 
 
 def _preserve_unknown_causes(crd: Mapping[str, Any]) -> list[Cause]:
-    if _get(crd, "spec", "preserveUnknownFields") is True:
+    if nested(crd, "spec", "preserveUnknownFields") is True:
         return [
             invalid(
                 "spec.preserveUnknownFields",
@@ -409,7 +404,7 @@ def _preserve_unknown_causes(crd: Mapping[str, Any]) -> list[Cause]:
 
 
 def _stored_versions_causes(crd: Mapping[str, Any]) -> list[Cause]:
-    stored = _get(crd, "status", "storedVersions")
+    stored = nested(crd, "status", "storedVersions")
     stored = stored if isinstance(stored, list) else []
     path = "status.storedVersions"
     if not stored:
@@ -520,13 +515,13 @@ def _spec_causes(crd: Mapping[str, Any]) -> list[Cause]:
         if versions and all(v.get(key) == versions[0].get(key) for v in versions)
     }
     schema_hoisted = (
-        "schema" in hoisted and _get(versions[0], "schema", "openAPIV3Schema") is not None
+        "schema" in hoisted and nested(versions[0], "schema", "openAPIV3Schema") is not None
     )
     for i, version in enumerate(versions):
-        missing = _get(version, "schema", "openAPIV3Schema") is None
+        missing = nested(version, "schema", "openAPIV3Schema") is None
         if missing and not schema_hoisted:
             causes.append(required(f"spec.versions[{i}].schema.openAPIV3Schema"))
-    any_status = any(isinstance(_get(v, "subresources", "status"), Mapping) for v in versions)
+    any_status = any(isinstance(nested(v, "subresources", "status"), Mapping) for v in versions)
 
     storage_count = 0
     seen: set[str] = set()
@@ -547,7 +542,7 @@ def _spec_causes(crd: Mapping[str, Any]) -> list[Cause]:
                 causes.append(invalid(f"{path}.deprecationWarning", warning, message))
         if "schema" not in hoisted:
             status_on = (
-                isinstance(_get(version, "subresources", "status"), Mapping)
+                isinstance(nested(version, "subresources", "status"), Mapping)
                 if "subresources" not in hoisted
                 else any_status
             )
@@ -594,7 +589,7 @@ def _spec_causes(crd: Mapping[str, Any]) -> list[Cause]:
         for j, column in enumerate(versions[0].get("additionalPrinterColumns") or []):
             causes += column_causes(column, f"spec.additionalPrinterColumns[{j}]")
 
-    strategy = _get(spec, "conversion", "strategy") or ""
+    strategy = nested(spec, "conversion", "strategy") or ""
     if not strategy:
         causes.append(required("spec.conversion.strategy"))
     elif strategy not in ("None", "Webhook"):

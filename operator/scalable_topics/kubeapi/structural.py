@@ -10,6 +10,16 @@ Schema: TypeAlias = Mapping[str, Any]
 
 EMPTY: Final[Schema] = {}
 
+
+def nested(value: Any, *path: str) -> Any:
+    """The value at ``path`` in nested objects, or None where an object or a key is missing."""
+    for key in path:
+        if not isinstance(value, Mapping):
+            return None
+        value = value.get(key)
+    return value
+
+
 # The fields a resource (the root, or an x-kubernetes-embedded-resource) always has.
 META_FIELDS: Final = frozenset({"apiVersion", "kind", "metadata"})
 
