@@ -11,6 +11,7 @@ import aiohttp
 import pytest
 
 from scalable_topics.crdgen import custom_resource_definitions
+from scalable_topics.kubeapi.http import MAX_BODY_BYTES
 from scalable_topics.kubeapi.server import KubeApiServer, default_registry
 from scalable_topics.listening import bound_address, listening_socket
 from scalable_topics.store import EmbeddedStore
@@ -216,3 +217,32 @@ async def test_create_refuses_a_resource_version_and_builtin_deletes_answer_a_st
     async with session.delete(f"{TOPICS}/orders") as response:
         assert response.status == 200
         assert (await response.json())["kind"] == "ScalableTopic"
+
+
+async def test_a_body_above_the_limit_and_a_watch_above_the_limit_are_refused(
+    tmp_path: Path,
+) -> None:
+    registry = default_registry()
+    store = await EmbeddedStore.open(tmp_path / "l.db", kinds=registry.store_kinds)
+    server = KubeApiServer(store, token=TOKEN, registry=registry, max_watches=1)
+    await server.install_crds(custom_resource_definitions().values())
+    sock = listening_socket("127.0.0.1", 0)
+    await server.start(sock)
+    host, port = bound_address(sock)
+    headers = {"Authorization": f"Bearer {TOKEN}"}
+    try:
+        async with aiohttp.ClientSession(f"http://{host}:{port}", headers=headers) as session:
+            huge = topic("huge")
+            huge["metadata"]["annotations"] = {"a": "x" * (MAX_BODY_BYTES + 1)}
+            async with session.post(TOPICS, json=huge) as response:
+                assert response.status == 413
+                assert (await response.json())["kind"] == "Status"
+            async with session.get(TOPICS, params={"watch": "true"}) as first:
+                assert first.status == 200
+                async with session.get(TOPICS, params={"watch": "true"}) as second:
+                    assert second.status == 429
+                    assert second.headers["Retry-After"] == "1"
+                    assert (await second.json())["reason"] == "TooManyRequests"
+    finally:
+        await server.stop()
+        await store.close()
