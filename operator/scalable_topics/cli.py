@@ -15,6 +15,7 @@ from .commands.broker import add_broker
 from .commands.consume import add_consume
 from .commands.controller import add_controller
 from .commands.kube_api import add_kube_api
+from .commands.operator import add_operator
 from .commands.produce import add_produce
 from .commands.standalone import add_standalone
 from .commands.subscriptions import add_subscriptions
@@ -47,6 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_standalone(commands)
     add_broker(commands)
     add_controller(commands)
+    add_operator(commands)
     add_kube_api(commands)
     add_topics(commands)
     add_subscriptions(commands)

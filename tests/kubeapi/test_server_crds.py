@@ -142,3 +142,28 @@ async def test_a_crd_with_a_rule_that_does_not_compile_is_refused(
     assert "compilation failed" in refused["message"]
     async with session.get(f"{CRDS}/widgets.example.dev") as response:
         assert response.status == 404
+
+
+async def test_a_body_of_a_type_not_served_is_415_naming_it(
+    session: aiohttp.ClientSession,
+) -> None:
+    """kubectl's generators send built-in kinds as protobuf, which this server does not decode:
+    the answer names the type, as kube-apiserver's 415 does, and nothing is stored."""
+    namespace = b"k8s\x00\n\x0f\n\x02v1\x12\tNamespace"  # the start of a protobuf envelope
+    before = await names(session, "/api/v1/namespaces")
+    async with session.post(
+        "/api/v1/namespaces",
+        data=namespace,
+        headers={"Content-Type": "application/vnd.kubernetes.protobuf"},
+    ) as response:
+        code, status = await status_of(response)
+    assert code == 415
+    assert status["reason"] == "UnsupportedMediaType"
+    assert "application/vnd.kubernetes.protobuf" in status["message"]
+    assert await names(session, "/api/v1/namespaces") == before
+
+
+async def names(session: aiohttp.ClientSession, path: str) -> list[str]:
+    async with session.get(path) as response:
+        listed = await response.json()
+    return sorted(item["metadata"]["name"] for item in listed["items"])

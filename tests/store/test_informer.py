@@ -22,6 +22,7 @@ from scalable_topics.store import (
 )
 from scalable_topics.store.informer import Change, Informer
 from scalable_topics.tasks import cancel_all
+from support.eventually import eventually
 
 TIMEOUT = 10.0
 
@@ -314,3 +315,33 @@ async def test_wait_changed_returns_once_the_cache_moved_past_a_version(
     await asyncio.wait_for(waiting, TIMEOUT)
     assert informer.get("default", "a") == updated
     await informer.wait_changed("default", "a", rv(created))  # already past: at once
+
+
+async def test_it_says_whether_it_follows_the_store_and_why_not(
+    store: EmbeddedStore, running: list[Informer]
+) -> None:
+    """What a readiness probe reports: not following before the first list, nor while the
+    watch is broken and the store refuses lists; following again once a list succeeds."""
+    gappy = GappyStore(store, StoreError("connection refused by the API server"))
+    gappy.lists_allowed.clear()
+    informer = Informer(gappy, TOPIC, backoff_first=0.01)  # type: ignore[arg-type]
+    running.append(informer)
+    informer.start()
+    await asyncio.sleep(0)
+    assert not informer.following
+    gappy.lists_allowed.set()
+    await informer.wait_synced()
+    await eventually(lambda: informer.following, "the informer to follow the store")
+    assert informer.last_error is None
+
+    gappy.lists_allowed.clear()
+    gappy.cut.set()  # the watch fails, and so does every new one until the cut is healed
+    await eventually(lambda: not informer.following, "the informer to report the failure")
+    assert informer.synced  # the cache is still there, only no longer kept current
+    assert informer.last_error == "connection refused by the API server"
+
+    gappy.cut.clear()
+    gappy.lists_allowed.set()
+    created = await store.create(topic("after"))
+    await eventually(lambda: informer.get("default", "after") == created, "the cache to catch up")
+    assert informer.following and informer.last_error is None

@@ -219,6 +219,12 @@ def test_api_errors_become_the_ports() -> None:
     assert type(missing_type) is StoreError
     assert "does not serve StoreProbe" in str(missing_type)
     assert isinstance(mapped(api_error(409, "AlreadyExists", "exists")), AlreadyExists)
+    # A create in a namespace that does not exist: the namespace is missing, not the object.
+    missing_namespace = mapped(
+        api_error(404, "NotFound", 'namespaces "ns" not found', name="ns", kind="namespaces")
+    )
+    assert type(missing_namespace) is StoreError
+    assert "namespace 'ns' does not exist" in str(missing_namespace)
 
     conflict = mapped(
         api_error(409, "Conflict", "the object has been modified; please apply your changes"),

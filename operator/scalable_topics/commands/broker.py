@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from .controller import add_auth_token_flags, auth_token
 from .store_flags import add_store_budget_flags
 
 
@@ -21,6 +22,7 @@ def _run_broker(args: argparse.Namespace) -> int:
 
     try:
         budget = store_budget(args.store, args.store_qps, args.store_burst)
+        token = auth_token(args)
     except ValueError as error:
         print(f"stctl broker: {error}", file=sys.stderr)
         return 2
@@ -34,7 +36,8 @@ def _run_broker(args: argparse.Namespace) -> int:
             advertised_url=args.advertised_url,
             broker_id=args.broker_id,
             sync=args.sync,
-            auth_token=args.auth_token,
+            auth_token=token,
+            system_namespace=args.system_namespace,
             max_segments=args.max_segments,
             max_open_files=args.max_open_files,
         )
@@ -109,7 +112,13 @@ def add_broker(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         default="batch",
         help="when the log fsyncs: batch (before acknowledging, the default), interval, none",
     )
-    broker.add_argument("--auth-token", help="require this token from clients and admin requests")
+    add_auth_token_flags(broker, "require this token from clients and admin requests")
+    broker.add_argument(
+        "--system-namespace",
+        default="scalable-topics",
+        help="where the broker registers (its heartbeat Lease) and finds the shard Leases "
+        "(default scalable-topics)",
+    )
     broker.add_argument(
         "--max-open-files",
         type=int,

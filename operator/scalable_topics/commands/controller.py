@@ -1,4 +1,5 @@
-"""``stctl controller``: one controller process."""
+"""``stctl controller``: one controller process, and the controller flags ``stctl operator``
+shares."""
 
 from __future__ import annotations
 
@@ -20,10 +21,8 @@ from ..model.ownership import DEFAULT_SHARD_COUNT
 def _run_controller(args: argparse.Namespace) -> int:
     import asyncio
     import logging
-    import socket
 
-    from ..controller.leader import ElectionTiming
-    from ..controller.manager import ControllerConfig, ControllerManager
+    from ..controller.manager import ControllerManager
     from ..store import open_store
     from ..tasks import cancel_all
     from .store_flags import store_budget
@@ -35,32 +34,13 @@ def _run_controller(args: argparse.Namespace) -> int:
     )
     try:
         budget = store_budget(args.store, args.store_qps, args.store_burst)
-        timing = ElectionTiming(args.lease_duration, args.renew_deadline, args.retry_period)
-        if (
-            args.listen is not None
-            and args.endpoint is None
-            and args.listen[0] in ("0.0.0.0", "::")
-        ):
-            raise ValueError(f"listening on {args.listen[0]}, give the --endpoint brokers reach")
-        if args.address_file is not None and args.listen is None:
-            raise ValueError("--address-file needs --listen: there is no address to write")
-        config = ControllerConfig(
-            identity=args.identity or socket.gethostname(),
-            endpoint=args.endpoint,
-            system_namespace=args.system_namespace,
-            timing=timing,
-            admin_token=args.auth_token,
-            consumer_grace_period=args.consumer_grace_period,
-            shards=args.shards,
-            concurrent_passes=args.concurrent_passes,
-            broker_delete_timeout=args.broker_delete_timeout,
-        )
+        config = controller_config(args)
     except ValueError as error:
         print(f"stctl controller: {error}", file=sys.stderr)
         return 2
     if args.listen is not None:
         try:
-            config = _listening(config, args.listen, args.address_file)
+            config = listening(config, args.listen, args.address_file)
         except OSError as error:
             print(f"stctl controller: {error}", file=sys.stderr)
             return 1
@@ -94,7 +74,49 @@ def _run_controller(args: argparse.Namespace) -> int:
     return 0
 
 
-def _listening(
+def controller_config(args: argparse.Namespace) -> ControllerConfig:
+    """The configuration the controller flags describe; ValueError naming a flag that cannot
+    apply (or a token file that cannot be read)."""
+    import socket
+
+    from ..controller.leader import ElectionTiming
+    from ..controller.manager import ControllerConfig
+
+    timing = ElectionTiming(args.lease_duration, args.renew_deadline, args.retry_period)
+    if args.listen is not None and args.endpoint is None and args.listen[0] in ("0.0.0.0", "::"):
+        raise ValueError(f"listening on {args.listen[0]}, give the --endpoint brokers reach")
+    if args.address_file is not None and args.listen is None:
+        raise ValueError("--address-file needs --listen: there is no address to write")
+    return ControllerConfig(
+        identity=args.identity or socket.gethostname(),
+        endpoint=args.endpoint,
+        system_namespace=args.system_namespace,
+        timing=timing,
+        admin_token=auth_token(args),
+        consumer_grace_period=args.consumer_grace_period,
+        shards=args.shards,
+        concurrent_passes=args.concurrent_passes,
+        broker_delete_timeout=args.broker_delete_timeout,
+    )
+
+
+def auth_token(args: argparse.Namespace) -> str | None:
+    """The cluster token of ``--auth-token`` or ``--auth-token-file`` (a mounted Secret, so
+    that it never shows in a process listing); ValueError when the file cannot be used."""
+    path: Path | None = getattr(args, "auth_token_file", None)
+    if path is None:
+        token: str | None = getattr(args, "auth_token", None)
+        return token
+    try:
+        token = path.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as error:
+        raise ValueError(f"cannot read --auth-token-file {path}: {error}") from None
+    if not token:
+        raise ValueError(f"--auth-token-file {path} is empty")
+    return token
+
+
+def listening(
     config: ControllerConfig, listen: tuple[str, int], address_file: Path | None
 ) -> ControllerConfig:
     """``config`` serving on a socket bound to ``listen`` now, before the controller starts, so
@@ -119,11 +141,106 @@ def _listening(
     return dataclasses.replace(config, endpoint=endpoint, listen=(host, port), listen_socket=sock)
 
 
-def _host_port(value: str) -> tuple[str, int]:
+def host_port(value: str) -> tuple[str, int]:
     host, _, port = value.rpartition(":")
     if not host or not port.isdecimal() or not 0 <= int(port) <= 65535:
         raise argparse.ArgumentTypeError(f"expected HOST:PORT with a port 0-65535, not {value!r}")
     return host.strip("[]"), int(port)
+
+
+def add_auth_token_flags(parser: argparse.ArgumentParser, help: str) -> None:
+    token = parser.add_mutually_exclusive_group()
+    token.add_argument("--auth-token", help=help)
+    token.add_argument(
+        "--auth-token-file",
+        type=Path,
+        metavar="FILE",
+        help="read the --auth-token from FILE (a mounted Secret: a token on the command line "
+        "shows in process listings)",
+    )
+
+
+def add_controller_flags(
+    parser: argparse.ArgumentParser, listen_default: tuple[str, int] | None = None
+) -> None:
+    """The flags of a controller, for ``stctl controller`` and ``stctl operator``."""
+    add_store_budget_flags(parser)
+    parser.add_argument("--identity", help="this controller's identity (default: the host name)")
+    parser.add_argument(
+        "--listen",
+        type=host_port,
+        default=listen_default,
+        metavar="HOST:PORT",
+        help="serve consumer sessions and producer grants (relayed by brokers), /metrics, "
+        "/healthz and /readyz on this address (port 0: a free port, see --address-file)"
+        + ("" if listen_default is None else f" (default {listen_default[0]}:{listen_default[1]})"),
+    )
+    parser.add_argument(
+        "--address-file",
+        type=Path,
+        metavar="FILE",
+        help="once listening, write the --listen HOST:PORT to FILE (how a script learns the port "
+        "of port 0)",
+    )
+    parser.add_argument(
+        "--endpoint",
+        help="how brokers reach this controller, published on the shard leases it holds "
+        "(default http://HOST:PORT of --listen; required when listening on 0.0.0.0)",
+    )
+    parser.add_argument(
+        "--consumer-grace-period",
+        type=float,
+        default=30.0,
+        help="seconds a disconnected stream/checkpoint consumer keeps its segments (default 30)",
+    )
+    parser.add_argument(
+        "--broker-delete-timeout",
+        type=float,
+        default=10.0,
+        help="seconds deleting a topic waits for a broker before leaving it its storage of "
+        "the topic, which the broker removes when it registers again (default 10)",
+    )
+    parser.add_argument(
+        "--system-namespace",
+        default="scalable-topics",
+        help="where brokers register and the shard Leases live (default scalable-topics)",
+    )
+    parser.add_argument(
+        "--lease-duration",
+        type=float,
+        default=15.0,
+        help="seconds a shard Lease holds without renewal (default 15)",
+    )
+    parser.add_argument(
+        "--renew-deadline",
+        type=float,
+        default=10.0,
+        help="seconds a holder keeps trying to renew before giving its shards up (default 10)",
+    )
+    parser.add_argument(
+        "--retry-period",
+        type=float,
+        default=2.0,
+        help="seconds between attempts to take or renew a Lease (default 2)",
+    )
+    parser.add_argument(
+        "--shards",
+        type=int,
+        default=DEFAULT_SHARD_COUNT,
+        help=f"ownership shards, one Lease each (default {DEFAULT_SHARD_COUNT}); every controller "
+        "replica must use the same count: change it only with every replica stopped",
+    )
+    parser.add_argument(
+        "--concurrent-passes",
+        type=int,
+        default=DEFAULT_CONCURRENT_PASSES,
+        help="passes over topics running at once, e.g. after a failover "
+        f"(default {DEFAULT_CONCURRENT_PASSES})",
+    )
+    add_auth_token_flags(
+        parser,
+        "the cluster token: sent to the brokers' admin API, required from brokers on --listen",
+    )
 
 
 def add_controller(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -137,68 +254,5 @@ def add_controller(commands: argparse._SubParsersAction[argparse.ArgumentParser]
     controller.add_argument(
         "--store", required=True, help="store URL, e.g. embedded:///var/lib/st/store.db"
     )
-    add_store_budget_flags(controller)
-    controller.add_argument(
-        "--identity", help="this controller's identity (default: the host name)"
-    )
-    controller.add_argument(
-        "--listen",
-        type=_host_port,
-        metavar="HOST:PORT",
-        help="serve consumer sessions (relayed by brokers) on this address (port 0: a free "
-        "port, see --address-file)",
-    )
-    controller.add_argument(
-        "--address-file",
-        type=Path,
-        metavar="FILE",
-        help="once listening, write the --listen HOST:PORT to FILE (how a script learns the port "
-        "of port 0)",
-    )
-    controller.add_argument(
-        "--endpoint",
-        help="how brokers reach this controller, published on the shard leases it holds "
-        "(default http://HOST:PORT of --listen)",
-    )
-    controller.add_argument(
-        "--consumer-grace-period",
-        type=float,
-        default=30.0,
-        help="seconds a disconnected stream/checkpoint consumer keeps its segments (default 30)",
-    )
-    controller.add_argument(
-        "--broker-delete-timeout",
-        type=float,
-        default=10.0,
-        help="seconds deleting a topic waits for a broker before leaving it its storage of "
-        "the topic, which the broker removes when it registers again (default 10)",
-    )
-    controller.add_argument(
-        "--system-namespace", default="scalable-topics", help="where brokers register"
-    )
-    controller.add_argument(
-        "--lease-duration", type=float, default=15.0, help="seconds (default 15)"
-    )
-    controller.add_argument(
-        "--renew-deadline", type=float, default=10.0, help="seconds (default 10)"
-    )
-    controller.add_argument("--retry-period", type=float, default=2.0, help="seconds (default 2)")
-    controller.add_argument(
-        "--shards",
-        type=int,
-        default=DEFAULT_SHARD_COUNT,
-        help=f"ownership shards, one Lease each (default {DEFAULT_SHARD_COUNT}); every controller "
-        "replica must use the same count: change it only with every replica stopped",
-    )
-    controller.add_argument(
-        "--concurrent-passes",
-        type=int,
-        default=DEFAULT_CONCURRENT_PASSES,
-        help="passes over topics running at once, e.g. after a failover "
-        f"(default {DEFAULT_CONCURRENT_PASSES})",
-    )
-    controller.add_argument(
-        "--auth-token",
-        help="the cluster token: sent to the brokers' admin API, required from brokers on --listen",
-    )
+    add_controller_flags(controller)
     controller.set_defaults(run=_run_controller)

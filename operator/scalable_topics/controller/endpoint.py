@@ -92,8 +92,9 @@ def build_endpoint_app(
     grants: ProducerGrantCoordinators | None = None,
     metrics: ControllerMetrics | None = None,
 ) -> web.Application:
-    """The endpoint as an aiohttp application: the protocol on ``/ws``, ``/healthz`` and, with
-    ``metrics``, ``/metrics``. Without ``grants`` it refuses exclusive producer requests."""
+    """The endpoint as an aiohttp application: the protocol on ``/ws``, ``/healthz`` (the
+    process answers), ``/readyz`` (its caches follow the store) and, with ``metrics``,
+    ``/metrics``. Without ``grants`` it refuses exclusive producer requests."""
     app = web.Application()
     app[COORDINATORS_KEY] = coordinators
     if grants is not None:
@@ -104,6 +105,7 @@ def build_endpoint_app(
     app.on_shutdown.append(_close_sockets)
     app.router.add_get(ENDPOINT_PATH, _websocket)
     app.router.add_get("/healthz", _healthz)
+    app.router.add_get("/readyz", _readyz)
     if metrics is not None:
         app.router.add_get("/metrics", metrics.handler)
     return app
@@ -118,6 +120,15 @@ async def _close_sockets(app: web.Application) -> None:
 
 async def _healthz(_: web.Request) -> web.Response:
     return web.Response(text="ok")
+
+
+async def _readyz(request: web.Request) -> web.Response:
+    """503 naming each cause while the informers are not synced or cannot reach the store: a
+    replica that cannot see the store must not take traffic (nor count as available)."""
+    problems = request.app[INFORMERS_KEY].problems()
+    if problems:
+        return web.Response(status=503, text="not ready: " + "; ".join(problems) + "\n")
+    return web.Response(text="ok\n")
 
 
 async def _websocket(request: web.Request) -> web.WebSocketResponse:

@@ -145,10 +145,10 @@ class LeaderElector:
     async def _attempt(self) -> bool:
         try:
             return await self._lock.try_acquire_or_renew()
-        except StoreError:
-            log.warning(
-                "lease %s: the store refused the attempt", self._lock.identity, exc_info=True
-            )
+        except StoreError as error:
+            # An expected condition (the API unreachable, a namespace missing) is one line,
+            # not a traceback every retry period.
+            log.warning("lease %s: the store refused the attempt: %s", self._lock.identity, error)
             return False
 
     async def _release(self) -> None:

@@ -84,13 +84,19 @@ class ControllerManager:
         config: ControllerConfig,
         clock: Clock | None = None,
         informers: Informers | None = None,
+        *,
+        follow_topics: bool = True,
     ) -> None:
         """``informers``: running ones shared with a broker of the same process; by default
-        the manager runs its own."""
+        the manager runs its own. ``follow_topics``: lead a topic of a held shard when the
+        topics informer reports it; False when something else reports topics through
+        ``topic_seen`` (the kopf operator's event handler)."""
         self._store = store
         self._config = config
         self._clock = clock
         self._informers = informers
+        self._follow_topics = follow_topics
+        self._running_informers: Informers | None = None
         self._shard_terms: dict[int, int] = {}
         self._supervisor: TopicSupervisor | None = None
         self._context: ControllerContext | None = None
@@ -100,6 +106,15 @@ class ControllerManager:
     @property
     def led_topics(self) -> frozenset[TopicKey]:
         return frozenset() if self._supervisor is None else self._supervisor.led
+
+    @property
+    def held_shards(self) -> frozenset[int]:
+        return frozenset() if self.ownership is None else frozenset(self.ownership.held)
+
+    @property
+    def informers(self) -> Informers | None:
+        """The informers the manager reads, once it runs."""
+        return self._running_informers
 
     async def run(self) -> None:
         """Lead this replica's share of the topics until cancelled."""
@@ -143,7 +158,11 @@ class ControllerManager:
                 self.metrics.follow(
                     lambda: len(supervisor.led), lambda: len(ownership.held), self._store, informers
                 )
-                unsubscribe = informers.topics.subscribe(self._topic_changed)
+                unsubscribe = (
+                    informers.topics.subscribe(self._topic_changed)
+                    if self._follow_topics
+                    else lambda: None
+                )
                 try:
                     async with self._serving(coordinators, grants, informers):
                         await informers.wait_synced()
@@ -155,9 +174,10 @@ class ControllerManager:
     @contextlib.asynccontextmanager
     async def _informers_running(self) -> AsyncIterator[Informers]:
         if self._informers is not None:
+            self._running_informers = self._informers
             yield self._informers
             return
-        informers = Informers(self._store, self._config.system_namespace)
+        informers = self._running_informers = Informers(self._store, self._config.system_namespace)
         informers.start()
         try:
             yield informers
@@ -213,13 +233,19 @@ class ControllerManager:
             log.info("%s stopped leading shard %d (term %d)", self._config.identity, shard, term)
 
     def _topic_changed(self, change: Change) -> None:
-        """A topic appeared (or changed) in a shard this replica holds: lead it."""
-        if change.new is None or self._supervisor is None:
+        if change.new is not None:
+            self.topic_seen(*change.key)
+
+    def topic_seen(self, namespace: str, name: str) -> None:
+        """A topic appeared (or changed): lead it if its shard is held here and it is not led
+        for the shard's term yet. Its controller reads it from the topics informer, which must
+        hold it already (it returns at once, as for a deleted topic, when it does not)."""
+        if self._supervisor is None:
             return
-        namespace, name = change.key
+        key = (namespace, name)
         term = self._shard_terms.get(shard_of(namespace, name, self._config.shards))
-        if term is not None and self._supervisor.term_of(change.key) != term:
-            self._supervisor.lead(change.key, term)
+        if term is not None and self._supervisor.term_of(key) != term:
+            self._supervisor.lead(key, term)
 
     async def _run_topic(self, key: TopicKey, term: int) -> None:
         assert self._context is not None

@@ -38,13 +38,29 @@ def encode(body: Any) -> bytes:
     return json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
 
 
+YAML_TYPES = frozenset({"application/yaml", "application/x-yaml", "text/yaml"})
+# aiohttp reports a request without a Content-Type as application/octet-stream: taken as JSON,
+# as curl users expect.
+BODY_TYPES = YAML_TYPES | {"application/json", "application/octet-stream"}
+
+
 async def read_json(request: web.Request) -> Any:
     raw = await request.read()
     if not raw:
         raise ApiError(400, Reason.BAD_REQUEST, "the request has no body")
     content_type = request.content_type
+    if content_type not in BODY_TYPES:
+        # kubectl's generators (``kubectl create namespace NAME``) send built-in kinds as
+        # protobuf, which this server does not decode: kube-apiserver's answer to a type it
+        # cannot read, and what to do instead.
+        raise ApiError(
+            415,
+            Reason.UNSUPPORTED_MEDIA_TYPE,
+            f"request bodies of type {content_type!r} are not served, only JSON and YAML "
+            "(for a Namespace, apply a manifest instead of kubectl create namespace)",
+        )
     try:
-        if content_type in ("application/yaml", "application/x-yaml", "text/yaml"):
+        if content_type in YAML_TYPES:
             import yaml
 
             return yaml.safe_load(raw)

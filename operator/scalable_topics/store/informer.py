@@ -112,6 +112,10 @@ class Informer:
         self._by_key: defaultdict[Key, list[Handler]] = defaultdict(list)
         self._by_value: defaultdict[tuple[str, Hashable], list[Handler]] = defaultdict(list)
         self._synced = asyncio.Event()
+        # Whether the cache follows the store now: False from a failed list or watch until a
+        # list or watch succeeds again (what a readiness probe reports).
+        self._following = False
+        self.last_error: str | None = None
         self._task: asyncio.Task[None] | None = None
         self._resource_version = ""
         # What it cost, for benchmarks and metrics.
@@ -140,6 +144,12 @@ class Informer:
         if not self._synced.is_set() and self._task is not None and self._task.done():
             raise StoreError(f"the {self.kind} informer has stopped")
         await self._synced.wait()
+
+    @property
+    def following(self) -> bool:
+        """Whether the cache is synced and its watch open: False while the store cannot be
+        reached (``last_error`` says why), so the cache may be falling behind."""
+        return self._following and self._synced.is_set()
 
     @property
     def store(self) -> Store:
@@ -284,6 +294,7 @@ class Informer:
                     self._replace(listing.items)
                     resume_from = self._resource_version = listing.resource_version
                     self._synced.set()
+                    self._followed()
                 async with self._store.watch(
                     self.kind,
                     self._namespace,
@@ -291,6 +302,7 @@ class Informer:
                     label_selector=self._selector,
                     allow_bookmarks=True,
                 ) as events:
+                    self._followed()
                     async for event in events:
                         resume_from = self._resource_version = event.resource_version
                         if event.type is not EventType.BOOKMARK:
@@ -300,18 +312,27 @@ class Informer:
                 continue  # the watch ended (a server timeout): resume where it stopped
             except StoreClosed:
                 log.info("the %s informer stops: the store is closed", self.kind)
+                self._lost("the store is closed")
                 return
             except Expired:
                 log.info("the %s informer lists again: its resourceVersion expired", self.kind)
                 resume_from = None
             except StoreError as error:
                 log.warning("the %s informer's watch failed (%s); retrying", self.kind, error)
-            except Exception:
+                self._lost(str(error))
+            except Exception as error:
                 # A bug (in an adapter, say) must not leave every reader of the cache stalled.
                 log.exception("the %s informer failed; listing again", self.kind)
+                self._lost(f"{type(error).__name__}: {error}")
                 resume_from = None
             await asyncio.sleep(delay * (0.5 + self._jitter()))
             delay = min(delay * 2, self._backoff_max)
+
+    def _followed(self) -> None:
+        self._following, self.last_error = True, None
+
+    def _lost(self, reason: str) -> None:
+        self._following, self.last_error = False, reason
 
     def _apply(self, event: WatchEvent) -> None:
         key = key_of(event.object)

@@ -63,6 +63,18 @@ class Informers:
         for informer in self.all:
             await informer.stop()
 
+    def problems(self) -> list[str]:
+        """Why the caches cannot be trusted now (not synced yet, or the store unreachable);
+        empty when every informer follows the store."""
+        found = []
+        for informer in self.all:
+            if not informer.synced:
+                reason = f": {informer.last_error}" if informer.last_error else ""
+                found.append(f"{informer.kind}: not listed yet{reason}")
+            elif not informer.following:
+                found.append(f"{informer.kind}: not watching: {informer.last_error}")
+        return found
+
     def writing_through(self, store: Store) -> WriteThroughStore:
         """``store``, with its compare-and-swap writes taken into these caches at once."""
         return WriteThroughStore(store, {informer.kind: informer for informer in self.all})

@@ -269,6 +269,10 @@ def error_from_status(
     reason = str(status.get("reason") or "")
     message = _message(status)
     if code == 404:
+        details = status.get("details") or {}
+        if details.get("kind") == "namespaces" and kind != "Namespace":
+            # Not the object: the namespace it would live in (a create or a list there).
+            return StoreError(f"namespace {details.get('name')!r} does not exist: {message}")
         if name and "could not find the requested resource" not in message:
             return NotFound(kind, namespace, name)
         return StoreError(f"the API server does not serve {kind}: {message}")
