@@ -48,6 +48,17 @@ _handler = _OrphanedFailures()
 _late_reports: list[str] = []
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--e2e-target",
+        choices=("local", "kind"),
+        default="local",
+        help="where tests/e2e runs its scenarios: local (operator and broker processes on a "
+        "kube-api of our own, the default) or kind (the cluster of $KUBECONFIG, deployed with "
+        "make deploy)",
+    )
+
+
 def pytest_configure(config: pytest.Config) -> None:
     logging.getLogger("asyncio").addHandler(_handler)
 

@@ -12,10 +12,20 @@ from .ports import reported_address
 
 
 class KubeApiProcess:
-    def __init__(self, root: Path, store_url: str, *, namespaces: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self,
+        root: Path,
+        store_url: str,
+        *,
+        namespaces: tuple[str, ...] = (),
+        install_crds: bool = True,
+        port: int = 0,
+    ) -> None:
         self.root = root
         self.store_url = store_url
         self.namespaces = namespaces
+        self.install_crds = install_crds
+        self.port = port  # 0: a free one, kept by a restart
         self.address_file = root / "kube-api.address"
         self.kubeconfig = root / "kubeconfig"
         self.token_file = root / "kube-api.token"
@@ -38,7 +48,7 @@ class KubeApiProcess:
             "--store",
             self.store_url,
             "--port",
-            "0",
+            str(self.port),
             "--address-file",
             str(self.address_file),
             "--token-file",
@@ -48,6 +58,8 @@ class KubeApiProcess:
         ]
         for namespace in self.namespaces:
             arguments += ["--namespace", namespace]
+        if not self.install_crds:
+            arguments.append("--no-crds")
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(
                 arguments,
@@ -55,8 +67,8 @@ class KubeApiProcess:
                 stderr=subprocess.STDOUT,
                 env={**os.environ, "PYTHONUNBUFFERED": "1"},
             )
-        host, port = await reported_address(self.address_file, self.process, self.log_path)
-        return f"https://{host}:{port}"
+        host, self.port = await reported_address(self.address_file, self.process, self.log_path)
+        return f"https://{host}:{self.port}"
 
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:
@@ -66,6 +78,11 @@ class KubeApiProcess:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
+
+    def kill(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")

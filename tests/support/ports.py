@@ -10,6 +10,7 @@ binds port 0 itself and writes the port it got to an address file (``--address-f
 from __future__ import annotations
 
 import asyncio
+import random
 import socket
 import subprocess
 from pathlib import Path
@@ -48,3 +49,24 @@ async def reported_address(
                 )
                 raise RuntimeError(f"the server exited with {code} before listening:\n{output}")
             await asyncio.sleep(_POLL_SECONDS)
+
+
+def port_below_the_ephemeral_range() -> int:
+    """A free loopback port for a server that can only be given a number (kopf's liveness
+    endpoint binds its own socket and never says which port 0 got). It is taken below the
+    kernel's ephemeral range, where no port-0 bind on this machine ever lands, so the
+    usual race with the rest of the machine does not apply; what remains is a server that
+    binds fixed ports, which the test suite never starts."""
+    try:
+        text = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text()
+        first_ephemeral = int(text.split()[0])
+    except (OSError, ValueError, IndexError):
+        first_ephemeral = 32768  # Linux's default
+    low = max(1024, first_ephemeral - 10000)
+    for port in random.sample(range(low, first_ephemeral), 200):
+        try:
+            listening_socket("127.0.0.1", port).close()
+        except OSError:
+            continue
+        return port
+    raise RuntimeError(f"no free port in {low}-{first_ephemeral - 1}")

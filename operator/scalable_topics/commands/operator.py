@@ -49,6 +49,10 @@ def _run_operator(args: argparse.Namespace) -> int:
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    # kopf logs every handler call and every probe at INFO: a line per topic event, and one per
+    # kubelet probe. Its warnings and errors are what an operator's log needs.
+    for chatty in ("kopf.objects", "kopf.activities.probe"):
+        logging.getLogger(chatty).setLevel(logging.WARNING)
     url = store_url(args.kubeconfig, args.context)
     try:
         budget = store_budget(url, args.store_qps, args.store_burst)

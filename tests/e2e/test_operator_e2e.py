@@ -1,0 +1,189 @@
+"""The operator end to end, driven as a user drives it: kubectl for the topics, ``stctl`` for
+the messages. Two operator replicas (kopf and the controller, ``stctl operator``) share the
+topics; brokers serve them.
+
+``--e2e-target=local`` (the default, CI): processes on a kube-api of our own.
+``--e2e-target=kind`` (``make e2e``): the same scenarios on a kind cluster.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+from e2e_clusters import SYSTEM_NAMESPACE, Cluster, yaml_file
+
+from scalable_topics.model.ownership import SHARD_COUNT_ANNOTATION, shard_lease_name, shard_of
+from scalable_topics.model.scale_request import MERGE_ANNOTATION, SPLIT_ANNOTATION
+from support.eventually import eventually
+
+pytestmark = [pytest.mark.slow, pytest.mark.asyncio(loop_scope="module")]
+
+NAMESPACE = "default"
+WAIT = "--timeout=120s"
+
+
+def topic_manifest(name: str, segments: int) -> str:
+    return f"""apiVersion: scalabletopics.dev/v1alpha1
+kind: ScalableTopic
+metadata:
+  name: {name}
+  namespace: {NAMESPACE}
+spec:
+  initialSegments: {segments}
+  subscriptions:
+    - name: billing
+      type: Stream
+"""
+
+
+async def apply_topic(cluster: Cluster, tmp_path: Path, name: str, segments: int) -> None:
+    manifest = yaml_file(tmp_path, f"{name}.yaml", topic_manifest(name, segments))
+    await cluster.kubectl("apply", "-f", str(manifest))
+    await cluster.kubectl("wait", "--for=condition=Ready", f"st/{name}", WAIT)
+
+
+async def topic_status(cluster: Cluster, name: str) -> dict:  # type: ignore[type-arg]
+    topic = json.loads(await cluster.kubectl("get", "st", name, "-o", "json"))
+    return topic.get("status") or {}
+
+
+def active_segments(status: dict) -> list[int]:  # type: ignore[type-arg]
+    return sorted(s["id"] for s in status.get("segments", ()) if s["state"] == "Active")
+
+
+async def produce(cluster: Cluster, name: str, messages: list[str]) -> None:
+    args = [arg for message in messages for arg in ("-m", message)]
+    output = await cluster.stctl("produce", name, "--key-separator=:", *args, "-o", "json")
+    assert json.loads(output)["acknowledged"] == len(messages), output
+
+
+async def consume(cluster: Cluster, name: str, count: int) -> list[tuple[str, str]]:
+    """(key, payload) of ``count`` messages of the Stream subscription, acknowledged."""
+    output = await cluster.stctl(
+        "consume", name, "-s", "billing", "-n", str(count), "-o", "json", "--timeout", "60"
+    )
+    received = [json.loads(line) for line in output.splitlines() if line.startswith("{")]
+    return [(m["key"], m["payload"]) for m in received]
+
+
+def keyed(prefix: str, keys: int, per_key: int) -> list[str]:
+    return [f"{prefix}-key-{k}:{prefix}-{k}-{i}" for i in range(per_key) for k in range(keys)]
+
+
+def assert_every_message_in_key_order(received: list[tuple[str, str]], sent: list[str]) -> None:
+    assert sorted(f"{k}:{p}" for k, p in received) == sorted(sent)
+    by_key: defaultdict[str, list[str]] = defaultdict(list)
+    for key, payload in received:
+        by_key[key].append(payload)
+    for key, payloads in by_key.items():
+        expected = [m.split(":", 1)[1] for m in sent if m.split(":", 1)[0] == key]
+        assert payloads == expected, f"key {key} out of order"
+
+
+async def topic_led_by(cluster: Cluster, identity: str, prefix: str) -> str:
+    """A topic name whose ownership shard ``identity`` holds now (read from the shard Leases,
+    as anyone with kubectl can)."""
+    leases = json.loads(
+        await cluster.kubectl("get", "leases", "-n", SYSTEM_NAMESPACE, "-o", "json")
+    )["items"]
+    by_name = {lease["metadata"]["name"]: lease for lease in leases}
+    counts = {
+        lease["metadata"].get("annotations", {}).get(SHARD_COUNT_ANNOTATION) for lease in leases
+    } - {None}
+    assert len(counts) == 1, f"the shard Leases announce {counts}"
+    count = int(counts.pop())
+    for index in range(1000):
+        name = f"{prefix}-{index}"
+        lease = by_name.get(shard_lease_name(shard_of(NAMESPACE, name, count)))
+        if lease is not None and lease["spec"].get("holderIdentity") == identity:
+            return name
+    raise AssertionError(f"{identity} holds no shard")
+
+
+async def test_an_applied_topic_becomes_ready_and_carries_messages(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    await apply_topic(cluster, tmp_path, "e2e-orders", segments=2)
+    status = await topic_status(cluster, "e2e-orders")
+    assert status["phase"] == "Ready"
+    assert status["controller"]["identity"] in cluster.operators
+    segments = await cluster.kubectl(
+        "get", "seg", "-l", "scalabletopics.dev/topic=e2e-orders", "-o", "name"
+    )
+    assert len(segments.split()) == 2
+
+    sent = keyed("orders", keys=8, per_key=5)
+    await produce(cluster, "e2e-orders", sent)
+    assert_every_message_in_key_order(await consume(cluster, "e2e-orders", len(sent)), sent)
+
+
+async def test_split_and_merge_by_editing_the_resource(cluster: Cluster, tmp_path: Path) -> None:
+    name = "e2e-scaling"
+    await apply_topic(cluster, tmp_path, name, segments=2)
+    before = keyed("before", keys=6, per_key=3)
+    await produce(cluster, name, before)
+
+    await cluster.kubectl("annotate", "st", name, f"{SPLIT_ANNOTATION}=0")
+    await cluster.kubectl("wait", "--for=jsonpath={.status.epoch}=1", f"st/{name}", WAIT)
+    await cluster.kubectl("wait", "--for=condition=Ready", f"st/{name}", WAIT)
+    split = await topic_status(cluster, name)
+    assert active_segments(split) == [1, 2, 3]
+    between = keyed("between", keys=6, per_key=3)
+    await produce(cluster, name, between)  # the producer writes to the children now
+
+    await cluster.kubectl("annotate", "st", name, f"{MERGE_ANNOTATION}=2,3", "--overwrite")
+    await cluster.kubectl("wait", "--for=jsonpath={.status.epoch}=2", f"st/{name}", WAIT)
+    await cluster.kubectl("wait", "--for=condition=Ready", f"st/{name}", WAIT)
+    merged = await topic_status(cluster, name)
+    assert len(active_segments(merged)) == 2 and 1 in active_segments(merged)
+    after = keyed("after", keys=6, per_key=3)
+    await produce(cluster, name, after)
+
+    sent = before + between + after
+    assert_every_message_in_key_order(await consume(cluster, name, len(sent)), sent)
+
+
+async def test_the_other_replica_finishes_a_split_whose_leader_was_killed(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    victim = cluster.crashing_operator
+    name = await topic_led_by(cluster, victim, "e2e-failover")
+    await apply_topic(cluster, tmp_path, name, segments=2)
+    assert (await topic_status(cluster, name))["controller"]["identity"] == victim
+    sent = keyed("failover", keys=6, per_key=4)
+    await produce(cluster, name, sent[: len(sent) // 2])
+
+    await cluster.kubectl("annotate", "st", name, f"{SPLIT_ANNOTATION}=1")
+    await cluster.kill_mid_split(name)
+
+    await cluster.kubectl("wait", "--for=jsonpath={.status.epoch}=1", f"st/{name}", WAIT)
+    await cluster.kubectl("wait", "--for=condition=Ready", f"st/{name}", WAIT)
+    status = await topic_status(cluster, name)
+    assert status["controller"]["identity"] != victim
+    assert "pendingOperation" not in status
+    assert active_segments(status) == [0, 2, 3]
+    await produce(cluster, name, sent[len(sent) // 2 :])
+    assert_every_message_in_key_order(await consume(cluster, name, len(sent)), sent)
+    await cluster.revive(victim)
+
+
+async def test_deleting_a_topic_removes_its_segments_and_their_storage(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    name = "e2e-doomed"
+    await apply_topic(cluster, tmp_path, name, segments=3)
+    await produce(cluster, name, keyed("doomed", keys=3, per_key=2))
+    assert await cluster.segment_storage(NAMESPACE, name)
+
+    await cluster.kubectl("delete", "st", name, WAIT)  # waits until the object is gone
+    assert "No resources found" in await cluster.kubectl(
+        "get", "seg", "-l", f"scalabletopics.dev/topic={name}", check=False
+    )
+
+    async def storage_gone() -> bool:
+        return not await cluster.segment_storage(NAMESPACE, name)
+
+    await eventually(storage_gone, "every broker to remove the topic's storage")
