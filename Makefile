@@ -36,6 +36,7 @@ bench: install
 	$(BIN)/python benchmarks/bench_control_plane.py --topics 1000 --topics 10000
 	$(BIN)/python benchmarks/bench_kubeapi.py
 	$(BIN)/python benchmarks/bench_kube_path.py
+	$(BIN)/python benchmarks/bench_operator_path.py
 
 # Splits, merges and SIGKILLs under load; ARGS=--long runs for minutes.
 check-scaling: install

@@ -1,7 +1,7 @@
 """The TopicSupervisor: one controller task per led topic, and nothing else makes them.
 
 Discovery (which topics this replica leads, from shard ownership and the topic informer, or
-later kopf's handlers) is kept apart from supervision: whoever discovers calls ``lead`` and
+kopf's event handler under ``stctl operator``) is kept apart from supervision: whoever discovers calls ``lead`` and
 ``stop``; the supervisor starts, stops and restarts the tasks. A task that fails is restarted
 with a growing delay (exponential, with jitter; reset once a run lasted a while); one that
 returns is done (its topic is gone). The tasks run their passes through a shared semaphore, so
