@@ -33,6 +33,18 @@ async def liveness(port: int) -> dict[str, Any]:
         return result
 
 
+async def following(operator: OperatorProcess) -> dict[str, float]:
+    """The st_informer_following gauge of each kind, from the operator's /metrics."""
+    async with aiohttp.ClientSession() as http, http.get(operator.url + "/metrics") as answer:
+        text = await answer.text()
+    found = {}
+    for line in text.splitlines():
+        if line.startswith("st_informer_following{"):
+            labels, value = line.rsplit(" ", 1)
+            found[labels.split('"')[1]] = float(value)
+    return found
+
+
 async def test_ready_while_it_follows_the_api_and_unready_while_it_cannot_reach_it(
     tmp_path: Path,
 ) -> None:
@@ -48,6 +60,7 @@ async def test_ready_while_it_follows_the_api_and_unready_while_it_cannot_reach_
         await operator.start()
         await operator.wait_ready()
         assert await operator.readiness() == (200, "ok\n")
+        assert await following(operator) == {"ScalableTopic": 1, "Segment": 1, "Lease": 1}
 
         async def holds_every_shard() -> bool:
             report = await liveness(health_port)
@@ -64,6 +77,7 @@ async def test_ready_while_it_follows_the_api_and_unready_while_it_cannot_reach_
         await eventually(unready, "the operator to report unready without its API")
         status, reason = await operator.readiness()
         assert status == 503 and "not watching" in reason, reason
+        assert 0 in (await following(operator)).values()
         # Alive all the same: restarting it would not bring the API back.
         report = await liveness(health_port)
         assert "leadership" in report

@@ -80,12 +80,19 @@ class InformerCollector(Collector):
             "st_informer_lists", "full lists (the first one, then after a gap)", labels=["kind"]
         )
         cached = GaugeMetricFamily("st_informer_objects", "objects cached", labels=["kind"])
+        following = GaugeMetricFamily(
+            "st_informer_following",
+            "1 while the informer is synced and its watch open, 0 while the store cannot be "
+            "reached (what /readyz reports), by kind",
+            labels=["kind"],
+        )
         for informer in self._informers.all:
             events.add_metric([informer.kind], informer.events_received)
             deliveries.add_metric([informer.kind], informer.deliveries)
             lists.add_metric([informer.kind], informer.lists)
             cached.add_metric([informer.kind], len(informer))
-        yield from (events, deliveries, lists, cached)
+            following.add_metric([informer.kind], 1 if informer.following else 0)
+        yield from (events, deliveries, lists, cached, following)
 
 
 def register_store_collectors(
