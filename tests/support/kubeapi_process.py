@@ -1,5 +1,7 @@
 """A real ``stctl kube-api`` process on loopback: the Kubernetes API over an embedded store,
-with a kubeconfig that the kubernetes store adapter and kubectl use."""
+with a kubeconfig that the kubernetes store adapter and kubectl use. Its clients are the admin
+of a single token (kept in ``root``), or the users of a token file in kube-apiserver's format
+(``token_auth_file``: the kubeconfig then carries its first line's token)."""
 
 from __future__ import annotations
 
@@ -12,13 +14,21 @@ from .ports import reported_address
 
 
 class KubeApiProcess:
-    def __init__(self, root: Path, store_url: str, *, namespaces: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self,
+        root: Path,
+        store_url: str,
+        *,
+        namespaces: tuple[str, ...] = (),
+        token_auth_file: Path | None = None,
+    ) -> None:
         self.root = root
         self.store_url = store_url
         self.namespaces = namespaces
         self.address_file = root / "kube-api.address"
         self.kubeconfig = root / "kubeconfig"
         self.token_file = root / "kube-api.token"
+        self.token_auth_file = token_auth_file
         self.log_path = root / "kube-api.log"
         self.process: subprocess.Popen[bytes] | None = None
 
@@ -41,11 +51,13 @@ class KubeApiProcess:
             "0",
             "--address-file",
             str(self.address_file),
-            "--token-file",
-            str(self.token_file),
             "--kubeconfig",
             str(self.kubeconfig),
         ]
+        if self.token_auth_file is not None:
+            arguments += ["--token-auth-file", str(self.token_auth_file)]
+        else:
+            arguments += ["--token-file", str(self.token_file)]
         for namespace in self.namespaces:
             arguments += ["--namespace", namespace]
         with open(self.log_path, "ab") as log:

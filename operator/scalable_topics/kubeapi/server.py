@@ -2,8 +2,9 @@
 
 It owns the registry (built-in kinds plus what applied CRDs define, kept current by an
 informer on CRDs so that another server on the same store agrees), the operations, the
-collector, and the HTTP application: bearer-token authentication, discovery and OpenAPI
-documents, and one handler for every resource URL. Every error is a metav1.Status.
+collector, and the HTTP application: bearer-token authentication (each request knows its
+user), discovery and OpenAPI documents, and one handler for every resource URL. Every error is
+a metav1.Status.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ from typing import Any
 
 from aiohttp import web
 
-from ..credentials import same_secret
 from ..store import AlreadyExists, Conflict, NotFound, Store, StoreError
 from ..store.informer import Change, Informer
 from . import admission, builtins, crd_types, discovery, openapi
@@ -32,6 +32,7 @@ from .registry import Registry
 from .resource_handler import ResourceHandler, not_found_resource
 from .resources import ResourceType
 from .status import ApiError, Reason, invalid
+from .users import ANONYMOUS, NOBODY, TokenUsers, User
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +41,8 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 # Paths anyone may read, as the API server's system:public-info-viewer role allows.
 PUBLIC_PATHS = frozenset({"/version", "/healthz", "/livez", "/readyz"})
+# request[USER]: the User a request comes from, once authentication has run.
+USER = web.RequestKey("user", User)
 
 
 class KubeApiServer:
@@ -47,12 +50,17 @@ class KubeApiServer:
         self,
         store: Store,
         *,
-        token: str | None,
+        token: str | None = None,
+        users: TokenUsers | None = None,
         registry: Registry | None = None,
         max_watches: int | None = None,
     ) -> None:
+        """Clients authenticate with ``token`` (user admin) or one of ``users``' tokens; with
+        neither, every request is anonymous and allowed."""
+        if token is not None and users is not None:
+            raise ValueError("a token or users, not both")
         self.store = store
-        self._token = token
+        self._users = TokenUsers.single(token) if token is not None else users
         self.registry = registry or default_registry()
         self.operations = Operations(store, self.registry, self._admit, pager=ListPager())
         extra = {} if max_watches is None else {"max_watches": max_watches}
@@ -138,12 +146,23 @@ class KubeApiServer:
 
     @web.middleware
     async def _authenticate(self, request: web.Request, handler: Handler) -> web.StreamResponse:
-        if self._token is None or request.path in PUBLIC_PATHS:
-            return await handler(request)
-        scheme, _, credentials = request.headers.get("Authorization", "").partition(" ")
-        if scheme.lower() != "bearer" or not same_secret(credentials.strip(), self._token):
-            raise ApiError(401, Reason.UNAUTHORIZED, "Unauthorized")
+        user = self._user_of(request)
+        if user is None:
+            if request.path not in PUBLIC_PATHS:
+                raise ApiError(401, Reason.UNAUTHORIZED, "Unauthorized")
+            user = ANONYMOUS
+        request[USER] = user
         return await handler(request)
+
+    def _user_of(self, request: web.Request) -> User | None:
+        """The user the request's bearer token stands for (anonymous when no token is
+        needed), or None."""
+        if self._users is None:
+            return ANONYMOUS
+        scheme, _, credentials = request.headers.get("Authorization", "").partition(" ")
+        if scheme.lower() != "bearer":
+            return None
+        return self._users.authenticate(credentials.strip())
 
     async def _route(self, request: web.Request) -> web.StreamResponse:
         path = parse_resource_path(request.path)
@@ -254,8 +273,14 @@ class KubeApiServer:
         self.collector.kinds_changed()
 
 
+def request_user(request: web.Request) -> User:
+    """Who sent ``request``: nobody (``""``) until authentication has accepted it."""
+    user: User = request.get(USER, NOBODY)  # .get does not type by the key
+    return user
+
+
 def default_registry() -> Registry:
     return Registry(builtins.BUILTIN_RESOURCES, builtins.conversions(), builtins.storage_defaults())
 
 
-__all__ = ["KubeApiServer", "default_registry", "json_response"]
+__all__ = ["USER", "KubeApiServer", "default_registry", "json_response", "request_user"]
