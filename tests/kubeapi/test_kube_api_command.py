@@ -12,6 +12,7 @@ import aiohttp
 import pytest
 import yaml
 
+from scalable_topics.kubeapi.audit import read_audit_log
 from support.kubeapi_process import KubeApiProcess
 
 pytestmark = pytest.mark.slow
@@ -92,10 +93,16 @@ def test_exactly_one_token_file_is_needed(tmp_path: Path, flags: tuple[str, ...]
     assert "--token-file" in done.stderr and "--token-auth-file" in done.stderr
 
 
-async def test_every_user_of_a_token_auth_file_is_let_in(tmp_path: Path) -> None:
+async def test_every_user_of_a_token_auth_file_is_let_in_and_audited(tmp_path: Path) -> None:
     tokens = tmp_path / "tokens.csv"
     tokens.write_text('token-a,alice,uid-a,"team-a"\ntoken-b,bob,uid-b\n')
-    server = KubeApiProcess(tmp_path, f"embedded://{tmp_path / 'store.db'}", token_auth_file=tokens)
+    audit_log = tmp_path / "audit.log"
+    server = KubeApiProcess(
+        tmp_path,
+        f"embedded://{tmp_path / 'store.db'}",
+        token_auth_file=tokens,
+        audit_log=audit_log,
+    )
     await server.start()
     try:
         config = yaml.safe_load(server.kubeconfig.read_text())
@@ -111,4 +118,13 @@ async def test_every_user_of_a_token_auth_file_is_let_in(tmp_path: Path) -> None
                     assert response.status == status, token
     finally:
         server.stop()
+    assert server.process is not None and server.process.returncode == 0, server.log()
     assert not server.token_file.exists()  # no single token was made
+    assert [
+        (event["user"], event["groups"], event["verb"], event["resource"], event["code"])
+        for event in read_audit_log(audit_log)
+    ] == [
+        ("alice", ["team-a", "system:authenticated"], "list", "namespaces", 200),
+        ("bob", ["system:authenticated"], "list", "namespaces", 200),
+        ("", [], "list", "namespaces", 401),
+    ]

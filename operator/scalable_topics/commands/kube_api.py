@@ -32,6 +32,7 @@ def _run_kube_api(args: argparse.Namespace) -> int:
         kubeconfig=Path(args.kubeconfig) if args.kubeconfig else None,
         install_crds=not args.no_crds,
         namespaces=tuple(args.namespace),
+        audit_log=Path(args.audit_log) if args.audit_log else None,
     )
     try:
         sock = listening_socket(args.host, args.port)
@@ -96,6 +97,12 @@ def add_kube_api(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
         metavar="PATH",
         help="users by bearer token, in kube-apiserver's format: one line per user, "
         'token,user,uid[,"group1,group2"]; the kubeconfig carries the first line\'s token',
+    )
+    parser.add_argument(
+        "--audit-log",
+        metavar="PATH",
+        help="append one JSON line per request answered there: user, groups, verb, apiGroup, "
+        "resource, subresource, namespace, name, nonResourceURL, code, dryRun",
     )
     parser.add_argument(
         "--kubeconfig", metavar="PATH", help="write a kubeconfig for this server there"

@@ -1,6 +1,6 @@
 """Starting the API server the way ``stctl kube-api`` and ``stctl standalone`` both do: its own
 store client, the system namespaces, this release's CRDs installed, its users (one token, or a
-token file) and a kubeconfig."""
+token file), a kubeconfig, and an audit log if asked for."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from ..listening import bound_address, format_address
 from ..model.clock import Clock
 from ..store import Store, open_store
 from . import tls
+from .audit import AuditLog
 from .kubeconfig import load_or_create_token, write_kubeconfig
 from .server import KubeApiServer, default_registry
 from .token_auth_file import load_token_auth_file
@@ -30,6 +31,7 @@ class KubeApiSettings:
     install_crds: bool = True
     namespaces: tuple[str, ...] = ()  # created at start besides the system ones
     token_auth_file: Path | None = None  # users by token, kube-apiserver's --token-auth-file
+    audit_log: Path | None = None  # where to append a line per request answered, if anywhere
 
     def __post_init__(self) -> None:
         if (self.token_file is None) == (self.token_auth_file is None):
@@ -47,12 +49,17 @@ class RunningKubeApi:
     server: KubeApiServer
     store: Store
     url: str
+    audit: AuditLog | None = None
 
     async def stop(self) -> None:
         try:
             await self.server.stop()
         finally:
-            await self.store.close()
+            try:
+                await self.store.close()
+            finally:
+                if self.audit is not None:
+                    self.audit.close()
 
 
 async def start_kube_api(
@@ -64,9 +71,11 @@ async def start_kube_api(
     users = _users(settings)
     registry = default_registry()
     store = open_store(settings.store_url, clock=clock, kinds=registry.store_kinds)
+    audit: AuditLog | None = None
     try:
         identity = tls.load_or_create(settings.state_directory)
-        server = KubeApiServer(store, users=users, registry=registry)
+        audit = AuditLog.open(settings.audit_log) if settings.audit_log is not None else None
+        server = KubeApiServer(store, users=users, registry=registry, audit=audit)
         await server.ensure_namespaces(settings.namespaces)
         if settings.install_crds:
             await server.install_crds(_release_crds())
@@ -77,10 +86,12 @@ async def start_kube_api(
         await server.start(sock, identity.server_context())
     except BaseException:
         await store.close()
+        if audit is not None:
+            audit.close()
         raise
     if settings.kubeconfig is not None:
         write_kubeconfig(settings.kubeconfig, url, users.first_token, identity.authority_pem)
-    return RunningKubeApi(server, store, url)
+    return RunningKubeApi(server, store, url, audit)
 
 
 def _users(settings: KubeApiSettings) -> TokenUsers:

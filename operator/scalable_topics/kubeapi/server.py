@@ -3,8 +3,8 @@
 It owns the registry (built-in kinds plus what applied CRDs define, kept current by an
 informer on CRDs so that another server on the same store agrees), the operations, the
 collector, and the HTTP application: bearer-token authentication (each request knows its
-user), discovery and OpenAPI documents, and one handler for every resource URL. Every error is
-a metav1.Status.
+user), discovery and OpenAPI documents, one handler for every resource URL, and an audit log of
+what was asked, by whom. Every error is a metav1.Status.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from ..store import AlreadyExists, Conflict, NotFound, Store, StoreError
 from ..store.informer import Change, Informer
 from . import admission, builtins, crd_types, discovery, openapi
 from .admission import Admitted, FieldValidation
+from .audit import AuditEvent, AuditSink
 from .collector import CRD_CLEANUP, Collector
 from .http import MAX_BODY_BYTES, error_response, json_response
 from .operations import SYSTEM_NAMESPACES, Operations
@@ -29,6 +30,7 @@ from .pagination import ListPager
 from .paths import parse_resource_path
 from .presentation import Presentation
 from .registry import Registry
+from .request_attributes import request_attributes
 from .resource_handler import ResourceHandler, not_found_resource
 from .resources import ResourceType
 from .status import ApiError, Reason, invalid
@@ -54,13 +56,16 @@ class KubeApiServer:
         users: TokenUsers | None = None,
         registry: Registry | None = None,
         max_watches: int | None = None,
+        audit: AuditSink | None = None,
     ) -> None:
         """Clients authenticate with ``token`` (user admin) or one of ``users``' tokens; with
-        neither, every request is anonymous and allowed."""
+        neither, every request is anonymous and allowed. ``audit`` gets every answered
+        request."""
         if token is not None and users is not None:
             raise ValueError("a token or users, not both")
         self.store = store
         self._users = TokenUsers.single(token) if token is not None else users
+        self._audit = audit
         self.registry = registry or default_registry()
         self.operations = Operations(store, self.registry, self._admit, pager=ListPager())
         extra = {} if max_watches is None else {"max_watches": max_watches}
@@ -124,7 +129,15 @@ class KubeApiServer:
             client_max_size=MAX_BODY_BYTES, middlewares=[self._errors, self._authenticate]
         )
         app.router.add_route("*", "/{tail:.*}", self._route)
+        if self._audit is not None:
+            app.on_response_prepare.append(self._audited)
         return app
+
+    async def _audited(self, request: web.Request, response: web.StreamResponse) -> None:
+        """Log the request as its answer's status line goes out (a watch's, as it starts)."""
+        assert self._audit is not None
+        attributes = request_attributes(request.method, request.path, request.query)
+        self._audit.record(AuditEvent(request_user(request), attributes, response.status))
 
     @web.middleware
     async def _errors(self, request: web.Request, handler: Handler) -> web.StreamResponse:
