@@ -1,5 +1,8 @@
 """A real ``stctl kube-api`` process on loopback: the Kubernetes API over an embedded store,
-with a kubeconfig that the kubernetes store adapter and kubectl use."""
+with a kubeconfig that the kubernetes store adapter and kubectl use. Its clients are the admin
+of a single token (kept in ``root``), or the users of a token file in kube-apiserver's format
+(``token_auth_file``: the kubeconfig then carries its first line's token). With ``audit_log``
+it logs every request there (``scalable_topics.kubeapi.audit.read_audit_log`` reads it)."""
 
 from __future__ import annotations
 
@@ -20,6 +23,8 @@ class KubeApiProcess:
         namespaces: tuple[str, ...] = (),
         install_crds: bool = True,
         port: int = 0,
+        token_auth_file: Path | None = None,
+        audit_log: Path | None = None,
     ) -> None:
         self.root = root
         self.store_url = store_url
@@ -29,6 +34,8 @@ class KubeApiProcess:
         self.address_file = root / "kube-api.address"
         self.kubeconfig = root / "kubeconfig"
         self.token_file = root / "kube-api.token"
+        self.token_auth_file = token_auth_file
+        self.audit_log = audit_log
         self.log_path = root / "kube-api.log"
         self.process: subprocess.Popen[bytes] | None = None
 
@@ -51,11 +58,15 @@ class KubeApiProcess:
             str(self.port),
             "--address-file",
             str(self.address_file),
-            "--token-file",
-            str(self.token_file),
             "--kubeconfig",
             str(self.kubeconfig),
         ]
+        if self.token_auth_file is not None:
+            arguments += ["--token-auth-file", str(self.token_auth_file)]
+        else:
+            arguments += ["--token-file", str(self.token_file)]
+        if self.audit_log is not None:
+            arguments += ["--audit-log", str(self.audit_log)]
         for namespace in self.namespaces:
             arguments += ["--namespace", namespace]
         if not self.install_crds:

@@ -27,10 +27,12 @@ def _run_kube_api(args: argparse.Namespace) -> int:
         return 2
     settings = KubeApiSettings(
         store_url=args.store,
-        token_file=Path(args.token_file),
+        token_file=Path(args.token_file) if args.token_file else None,
+        token_auth_file=Path(args.token_auth_file) if args.token_auth_file else None,
         kubeconfig=Path(args.kubeconfig) if args.kubeconfig else None,
         install_crds=not args.no_crds,
         namespaces=tuple(args.namespace),
+        audit_log=Path(args.audit_log) if args.audit_log else None,
     )
     try:
         sock = listening_socket(args.host, args.port)
@@ -45,7 +47,7 @@ def _run_kube_api(args: argparse.Namespace) -> int:
             loop.add_signal_handler(signum, stopping.set)
         try:
             running = await start_kube_api(settings, sock)
-        except ValueError as error:  # a store URL no adapter serves
+        except ValueError as error:  # a store URL no adapter serves, a malformed token file
             print(f"{COMMAND}: {error}", file=sys.stderr)
             return 2
         except (OSError, StoreError, ApiError) as error:
@@ -75,18 +77,32 @@ def add_kube_api(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="serve the Kubernetes API over a store (kubectl works against it)",
         description="Serve the Kubernetes API over a store: discovery, OpenAPI, CRDs, "
         "ScalableTopics, Segments, Leases, Events and Namespaces, with the API server's "
-        "semantics. Clients authenticate with the bearer token in --token-file.",
+        "semantics. Clients authenticate with the bearer token in --token-file, or with one of "
+        "the users' tokens in --token-auth-file.",
     )
     parser.add_argument("--store", required=True, metavar="URL", help="the store to serve")
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
     parser.add_argument(
         "--port", type=int, default=6443, help="port to listen on (default 6443; 0: a free port)"
     )
-    parser.add_argument(
+    who = parser.add_mutually_exclusive_group(required=True)
+    who.add_argument(
         "--token-file",
-        required=True,
         metavar="PATH",
-        help="the bearer token clients must present; created (mode 0600) when missing",
+        help="the bearer token clients must present (user admin, group system:masters); "
+        "created (mode 0600) when missing",
+    )
+    who.add_argument(
+        "--token-auth-file",
+        metavar="PATH",
+        help="users by bearer token, in kube-apiserver's format: one line per user, "
+        'token,user,uid[,"group1,group2"]; the kubeconfig carries the first line\'s token',
+    )
+    parser.add_argument(
+        "--audit-log",
+        metavar="PATH",
+        help="append one JSON line per request answered there: user, groups, verb, apiGroup, "
+        "resource, subresource, namespace, name, nonResourceURL, code, dryRun",
     )
     parser.add_argument(
         "--kubeconfig", metavar="PATH", help="write a kubeconfig for this server there"

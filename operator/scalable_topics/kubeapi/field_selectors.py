@@ -78,9 +78,27 @@ def field_value(obj: Mapping[str, Any], path: str) -> str:
 
 
 def parse_field_selector(text: str | None, store_kind: str) -> FieldSelector:
+    selector = _parse_terms(text)
+    supported = (*_COMMON, *FIELD_LABELS.get(store_kind, ()))
+    for requirement in selector.requirements:
+        if requirement.field not in supported:
+            raise _bad(f"field label not supported: {requirement.field}")
+    return selector
+
+
+def exact_match(text: str | None, field: str) -> str | None:
+    """The value ``text`` pins ``field`` to with ``=`` or ``==``, whatever the kind; None when
+    it pins none or does not parse (kube-apiserver's ``RequiresExactMatch``)."""
+    try:
+        return _parse_terms(text).value_of(field)
+    except ApiError:
+        return None
+
+
+def _parse_terms(text: str | None) -> FieldSelector:
+    """The selector's requirements, with any field label."""
     if not text:
         return FieldSelector()
-    supported = (*_COMMON, *FIELD_LABELS.get(store_kind, ()))
     requirements = []
     for term in _split_unescaped(text, ","):
         if not term:
@@ -93,10 +111,7 @@ def parse_field_selector(text: str | None, store_kind: str) -> FieldSelector:
                 break
         else:
             raise _bad(f"invalid selector: '{text}'; can't understand '{term}'")
-        field = field.strip()
-        if field not in supported:
-            raise _bad(f"field label not supported: {field}")
-        requirements.append(FieldRequirement(field, _unescape(value), matches_equal))
+        requirements.append(FieldRequirement(field.strip(), _unescape(value), matches_equal))
     return FieldSelector(tuple(requirements))
 
 

@@ -2,8 +2,9 @@
 
 It owns the registry (built-in kinds plus what applied CRDs define, kept current by an
 informer on CRDs so that another server on the same store agrees), the operations, the
-collector, and the HTTP application: bearer-token authentication, discovery and OpenAPI
-documents, and one handler for every resource URL. Every error is a metav1.Status.
+collector, and the HTTP application: bearer-token authentication (each request knows its
+user), discovery and OpenAPI documents, one handler for every resource URL, and an audit log of
+what was asked, by whom. Every error is a metav1.Status.
 """
 
 from __future__ import annotations
@@ -17,11 +18,11 @@ from typing import Any
 
 from aiohttp import web
 
-from ..credentials import same_secret
 from ..store import AlreadyExists, Conflict, NotFound, Store, StoreError
 from ..store.informer import Change, Informer
 from . import admission, builtins, crd_types, discovery, openapi
 from .admission import Admitted, FieldValidation
+from .audit import AuditEvent, AuditSink
 from .collector import CRD_CLEANUP, Collector
 from .http import MAX_BODY_BYTES, error_response, json_response
 from .operations import SYSTEM_NAMESPACES, Operations
@@ -29,9 +30,11 @@ from .pagination import ListPager
 from .paths import parse_resource_path
 from .presentation import Presentation
 from .registry import Registry
+from .request_attributes import request_attributes
 from .resource_handler import ResourceHandler, not_found_resource
 from .resources import ResourceType
 from .status import ApiError, Reason, invalid
+from .users import ANONYMOUS, NOBODY, TokenUsers, User
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +43,8 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 # Paths anyone may read, as the API server's system:public-info-viewer role allows.
 PUBLIC_PATHS = frozenset({"/version", "/healthz", "/livez", "/readyz"})
+# request[USER]: the User a request comes from, once authentication has run.
+USER = web.RequestKey("user", User)
 
 
 class KubeApiServer:
@@ -47,12 +52,20 @@ class KubeApiServer:
         self,
         store: Store,
         *,
-        token: str | None,
+        token: str | None = None,
+        users: TokenUsers | None = None,
         registry: Registry | None = None,
         max_watches: int | None = None,
+        audit: AuditSink | None = None,
     ) -> None:
+        """Clients authenticate with ``token`` (user admin) or one of ``users``' tokens; with
+        neither, every request is anonymous and allowed. ``audit`` gets every answered
+        request."""
+        if token is not None and users is not None:
+            raise ValueError("a token or users, not both")
         self.store = store
-        self._token = token
+        self._users = TokenUsers.single(token) if token is not None else users
+        self._audit = audit
         self.registry = registry or default_registry()
         self.operations = Operations(store, self.registry, self._admit, pager=ListPager())
         extra = {} if max_watches is None else {"max_watches": max_watches}
@@ -116,7 +129,15 @@ class KubeApiServer:
             client_max_size=MAX_BODY_BYTES, middlewares=[self._errors, self._authenticate]
         )
         app.router.add_route("*", "/{tail:.*}", self._route)
+        if self._audit is not None:
+            app.on_response_prepare.append(self._audited)
         return app
+
+    async def _audited(self, request: web.Request, response: web.StreamResponse) -> None:
+        """Log the request as its answer's status line goes out (a watch's, as it starts)."""
+        assert self._audit is not None
+        attributes = request_attributes(request.method, request.path, request.query)
+        self._audit.record(AuditEvent(request_user(request), attributes, response.status))
 
     @web.middleware
     async def _errors(self, request: web.Request, handler: Handler) -> web.StreamResponse:
@@ -138,12 +159,23 @@ class KubeApiServer:
 
     @web.middleware
     async def _authenticate(self, request: web.Request, handler: Handler) -> web.StreamResponse:
-        if self._token is None or request.path in PUBLIC_PATHS:
-            return await handler(request)
-        scheme, _, credentials = request.headers.get("Authorization", "").partition(" ")
-        if scheme.lower() != "bearer" or not same_secret(credentials.strip(), self._token):
-            raise ApiError(401, Reason.UNAUTHORIZED, "Unauthorized")
+        user = self._user_of(request)
+        if user is None:
+            if request.path not in PUBLIC_PATHS:
+                raise ApiError(401, Reason.UNAUTHORIZED, "Unauthorized")
+            user = ANONYMOUS
+        request[USER] = user
         return await handler(request)
+
+    def _user_of(self, request: web.Request) -> User | None:
+        """The user the request's bearer token stands for (anonymous when no token is
+        needed), or None."""
+        if self._users is None:
+            return ANONYMOUS
+        scheme, _, credentials = request.headers.get("Authorization", "").partition(" ")
+        if scheme.lower() != "bearer":
+            return None
+        return self._users.authenticate(credentials.strip())
 
     async def _route(self, request: web.Request) -> web.StreamResponse:
         path = parse_resource_path(request.path)
@@ -254,8 +286,14 @@ class KubeApiServer:
         self.collector.kinds_changed()
 
 
+def request_user(request: web.Request) -> User:
+    """Who sent ``request``: nobody (``""``) until authentication has accepted it."""
+    user: User = request.get(USER, NOBODY)  # .get does not type by the key
+    return user
+
+
 def default_registry() -> Registry:
     return Registry(builtins.BUILTIN_RESOURCES, builtins.conversions(), builtins.storage_defaults())
 
 
-__all__ = ["KubeApiServer", "default_registry", "json_response"]
+__all__ = ["USER", "KubeApiServer", "default_registry", "json_response", "request_user"]
