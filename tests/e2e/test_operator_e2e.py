@@ -22,7 +22,18 @@ from support.eventually import eventually
 pytestmark = [pytest.mark.slow, pytest.mark.asyncio(loop_scope="module")]
 
 NAMESPACE = "default"
-WAIT = "--timeout=120s"
+WAIT_SECONDS = 120
+
+
+async def wait(cluster: Cluster, condition: str, resource: str) -> None:
+    """``kubectl wait --for=CONDITION RESOURCE``, bounded by WAIT_SECONDS."""
+    await cluster.kubectl(
+        "wait",
+        f"--for={condition}",
+        resource,
+        f"--timeout={WAIT_SECONDS}s",
+        timeout=WAIT_SECONDS + 30,
+    )
 
 
 def topic_manifest(name: str, segments: int) -> str:
@@ -42,7 +53,7 @@ spec:
 async def apply_topic(cluster: Cluster, tmp_path: Path, name: str, segments: int) -> None:
     manifest = yaml_file(tmp_path, f"{name}.yaml", topic_manifest(name, segments))
     await cluster.kubectl("apply", "-f", str(manifest))
-    await cluster.kubectl("wait", "--for=condition=Ready", f"st/{name}", WAIT)
+    await wait(cluster, "condition=Ready", f"st/{name}")
 
 
 async def topic_status(cluster: Cluster, name: str) -> dict:  # type: ignore[type-arg]
@@ -127,16 +138,16 @@ async def test_split_and_merge_by_editing_the_resource(cluster: Cluster, tmp_pat
     await produce(cluster, name, before)
 
     await cluster.kubectl("annotate", "st", name, f"{SPLIT_ANNOTATION}=0")
-    await cluster.kubectl("wait", "--for=jsonpath={.status.epoch}=1", f"st/{name}", WAIT)
-    await cluster.kubectl("wait", "--for=condition=Ready", f"st/{name}", WAIT)
+    await wait(cluster, "jsonpath={.status.activeSegments}=3", f"st/{name}")
+    await wait(cluster, "condition=Ready", f"st/{name}")
     split = await topic_status(cluster, name)
     assert active_segments(split) == [1, 2, 3]
     between = keyed("between", keys=6, per_key=3)
     await produce(cluster, name, between)  # the producer writes to the children now
 
     await cluster.kubectl("annotate", "st", name, f"{MERGE_ANNOTATION}=2,3", "--overwrite")
-    await cluster.kubectl("wait", "--for=jsonpath={.status.epoch}=2", f"st/{name}", WAIT)
-    await cluster.kubectl("wait", "--for=condition=Ready", f"st/{name}", WAIT)
+    await wait(cluster, "jsonpath={.status.activeSegments}=2", f"st/{name}")
+    await wait(cluster, "condition=Ready", f"st/{name}")
     merged = await topic_status(cluster, name)
     assert len(active_segments(merged)) == 2 and 1 in active_segments(merged)
     after = keyed("after", keys=6, per_key=3)
@@ -159,8 +170,8 @@ async def test_the_other_replica_finishes_a_split_whose_leader_was_killed(
     await cluster.kubectl("annotate", "st", name, f"{SPLIT_ANNOTATION}=1")
     await cluster.kill_mid_split(name)
 
-    await cluster.kubectl("wait", "--for=jsonpath={.status.epoch}=1", f"st/{name}", WAIT)
-    await cluster.kubectl("wait", "--for=condition=Ready", f"st/{name}", WAIT)
+    await wait(cluster, "jsonpath={.status.activeSegments}=3", f"st/{name}")
+    await wait(cluster, "condition=Ready", f"st/{name}")
     status = await topic_status(cluster, name)
     assert status["controller"]["identity"] != victim
     assert "pendingOperation" not in status
@@ -168,6 +179,29 @@ async def test_the_other_replica_finishes_a_split_whose_leader_was_killed(
     await produce(cluster, name, sent[len(sent) // 2 :])
     assert_every_message_in_key_order(await consume(cluster, name, len(sent)), sent)
     await cluster.revive(victim)
+
+
+async def test_topics_through_the_brokers_admin_api(cluster: Cluster) -> None:
+    """``stctl topics`` and ``stctl subscriptions``: every broker serves topic administration,
+    writing the same resources kubectl does."""
+    name = "e2e-admin"
+    await cluster.stctl("topics", "create", name, "--segments", "2", "--subscription", "audit")
+    await wait(cluster, "condition=Ready", f"st/{name}")
+    await cluster.stctl("subscriptions", "create", name, "late")
+
+    async def subscriptions() -> set[str]:
+        described = json.loads(await cluster.stctl("topics", "describe", name, "-o", "json"))
+        return {s["name"] for s in described["subscriptions"] if s["declared"]}
+
+    assert await subscriptions() == {"audit", "late"}
+    await cluster.stctl("subscriptions", "delete", name, "late")
+    assert await subscriptions() == {"audit"}
+    await cluster.stctl("topics", "split", name, "0")
+    # Not the epoch: the parent holds no message, so its garbage collection follows the split
+    # at once and moves the epoch again.
+    await wait(cluster, "jsonpath={.status.activeSegments}=3", f"st/{name}")
+    await cluster.stctl("topics", "delete", name)
+    await wait(cluster, "delete", f"st/{name}")
 
 
 async def test_deleting_a_topic_removes_its_segments_and_their_storage(
@@ -178,7 +212,9 @@ async def test_deleting_a_topic_removes_its_segments_and_their_storage(
     await produce(cluster, name, keyed("doomed", keys=3, per_key=2))
     assert await cluster.segment_storage(NAMESPACE, name)
 
-    await cluster.kubectl("delete", "st", name, WAIT)  # waits until the object is gone
+    await cluster.kubectl(  # waits until the object is gone
+        "delete", "st", name, f"--timeout={WAIT_SECONDS}s", timeout=WAIT_SECONDS + 30
+    )
     assert "No resources found" in await cluster.kubectl(
         "get", "seg", "-l", f"scalabletopics.dev/topic={name}", check=False
     )
