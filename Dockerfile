@@ -2,8 +2,9 @@
 # (manifests/base). Build it from the repository root: `docker build -t scalable-topics:dev .`
 
 # -- builder: a wheel of the package, installed with its server extras into a venv -------------
-# Every dependency ships a binary wheel for CPython 3.11 on Linux, so no compiler is installed
-# here either; the venv is all that goes on to the final stage.
+# Every dependency ships a binary wheel for CPython 3.11 on x86-64 Linux (pip installs them
+# all with --only-binary :all:), so no compiler is installed here either; the venv is all
+# that goes on to the final stage.
 FROM python:3.11-slim-bookworm AS builder
 
 ENV PIP_NO_CACHE_DIR=1 \
