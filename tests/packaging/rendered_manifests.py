@@ -104,8 +104,10 @@ def custom_resource_definitions() -> list[Object]:
     return [o for o in rendered("base") if o["kind"] == "CustomResourceDefinition"]
 
 
+@functools.cache
 def custom_kinds() -> dict[tuple[str, str], Object]:
-    """(apiVersion, kind) -> openAPIV3Schema, for every version each CRD serves."""
+    """(apiVersion, kind) -> openAPIV3Schema, for every version each CRD serves (shared: do
+    not change it)."""
     kinds = {}
     for crd in custom_resource_definitions():
         spec = crd["spec"]

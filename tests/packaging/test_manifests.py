@@ -4,6 +4,7 @@ object is valid for Kubernetes, and the objects hold what a reviewer would check
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
 
 import jsonschema
@@ -95,7 +96,7 @@ def test_validation_refuses_an_unknown_field_and_a_wrong_type() -> None:
 
 
 @pytest.mark.parametrize("path", examples(), ids=lambda p: p.name)
-def test_examples_are_valid_topics(path: Any) -> None:
+def test_examples_are_valid_topics(path: Path) -> None:
     """Kubernetes knows no ScalableTopic schema: the CRD's schema checks it (unknown fields
     refused, as kubectl's strict field validation does), and the model checks the CEL rules."""
     topic = yaml.safe_load(path.read_text())
