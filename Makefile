@@ -5,7 +5,8 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 EXTRAS ?= dev,server,operator
 
-.PHONY: install test lint crds check check-scaling quickstart bench clean test-kubernetes-store
+.PHONY: install test lint crds check check-scaling quickstart bench clean test-kubernetes-store \
+	kind-up image image-spark load deploy e2e kind-down
 
 install: $(STAMP)
 
@@ -65,3 +66,43 @@ test-kubernetes-store: install
 			tests/store/test_store_contract.py tests/store/test_store_leases.py \
 			tests/store/test_store_replay.py -k "cluster"; \
 	fi
+
+# -- Images and a kind cluster ----------------------------------------------------------------
+# These need Docker and kind (e2e also its suite, tests/e2e), which the CI machines do not
+# have: none of these targets has been run there. What CI checks offline instead, in
+# tests/packaging (part of `make check`): hadolint on both Dockerfiles, and the manifests as
+# kustomize renders them, validated against the Kubernetes schemas.
+# A full run: make kind-up image load deploy e2e kind-down
+KIND_CLUSTER ?= scalable-topics
+KUBE_CONTEXT := kind-$(KIND_CLUSTER)
+# The image manifests/overlays/kind runs.
+IMAGE := scalable-topics:dev
+SPARK_IMAGE := scalable-topics-spark:dev
+ROLLOUT_TIMEOUT ?= 300s
+
+kind-up:
+	kind create cluster --config manifests/kind/cluster.yaml --name $(KIND_CLUSTER)
+
+image:
+	docker build -t $(IMAGE) .
+
+image-spark:
+	docker build -f Dockerfile.spark -t $(SPARK_IMAGE) .
+
+# kind nodes cannot pull a local image: copy it into them.
+load:
+	kind load docker-image $(IMAGE) --name $(KIND_CLUSTER)
+
+# Always the kind cluster's context, never whatever kubectl points at.
+deploy: install
+	$(BIN)/kubectl --context $(KUBE_CONTEXT) apply -k manifests/overlays/kind
+	$(BIN)/kubectl --context $(KUBE_CONTEXT) -n scalable-topics rollout status \
+		deployment/scalable-topics-operator --timeout=$(ROLLOUT_TIMEOUT)
+	$(BIN)/kubectl --context $(KUBE_CONTEXT) -n scalable-topics rollout status \
+		statefulset/scalable-topics-broker --timeout=$(ROLLOUT_TIMEOUT)
+
+e2e: install
+	$(BIN)/python -m pytest -q tests/e2e --e2e-target=kind
+
+kind-down:
+	kind delete cluster --name $(KIND_CLUSTER)

@@ -10,6 +10,7 @@ import yaml
 
 from scalable_topics.kubeapi import builtins, crd_types
 from scalable_topics.kubeapi.resources import ResourceType
+from scalable_topics.model.resources import GROUP
 
 ROOT = Path(__file__).parents[2]
 
@@ -27,7 +28,7 @@ def schema_of(file_name: str) -> dict[str, Any]:
 def resource_types() -> list[ResourceType]:
     """The built-in kinds and what the project's CRDs define, as a server that has them serves."""
     types = list(builtins.BUILTIN_RESOURCES)
-    for path in sorted((ROOT / "crds").glob("*.yaml")):
+    for path in sorted((ROOT / "crds").glob(f"{GROUP}_*.yaml")):  # not kustomization.yaml
         types += crd_types.resource_types(crd_types.with_defaults(crd(path.name)))
     return types
 

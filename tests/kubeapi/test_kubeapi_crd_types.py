@@ -12,9 +12,13 @@ import yaml
 
 from scalable_topics.kubeapi import builtins, crd_types
 from scalable_topics.kubeapi.status import invalid
+from scalable_topics.model.resources import GROUP
 
 CRD_DIR = Path(__file__).parents[2] / "crds"
-PROJECT_CRDS = {p.name: yaml.safe_load(p.read_text()) for p in sorted(CRD_DIR.glob("*.yaml"))}
+# Every CRD file (crds/ also holds its kustomization.yaml).
+PROJECT_CRDS = {
+    p.name: yaml.safe_load(p.read_text()) for p in sorted(CRD_DIR.glob(f"{GROUP}_*.yaml"))
+}
 THEN = datetime(2026, 5, 1, tzinfo=UTC)
 
 

@@ -108,7 +108,7 @@ def table_rows(text: str) -> list[dict[str, str]]:
 
 
 def test_apply_crds_then_examples_then_again_changes_nothing(standalone: Path) -> None:
-    crds = kubectl(standalone, "apply", "-f", str(CRDS))
+    crds = kubectl(standalone, "apply", "-k", str(CRDS))  # crds/ is a kustomization
     assert "scalabletopics.scalabletopics.dev" in crds.stdout
     created = kubectl(standalone, "apply", "-f", str(EXAMPLES))
     assert "scalabletopic.scalabletopics.dev/orders created" in created.stdout
