@@ -39,6 +39,7 @@ ADMIN_USER = "e2e-admin"
 
 class Cluster(Protocol):
     kubectl: Kubectl
+    completed: set[str]  # the scenarios run to their end on this cluster
 
     @property
     def operators(self) -> list[str]:
@@ -90,6 +91,7 @@ class LocalCluster:
 
     def __init__(self, root: Path) -> None:
         self.root = root
+        self.completed: set[str] = set()
         # Three users, as in a cluster: whoever runs kubectl, and the two service accounts.
         self._tokens = {
             user: secrets.token_urlsafe(24) for user in (ADMIN_USER, OPERATOR_USER, BROKER_USER)
@@ -157,7 +159,7 @@ class LocalCluster:
             kubeconfig.write_text(with_token(self.api.kubeconfig.read_text(), self._tokens[user]))
         namespace = f"apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {SYSTEM_NAMESPACE}\n"
         await self.kubectl("apply", "-f", str(yaml_file(self.root, "namespace.yaml", namespace)))
-        await self.kubectl("apply", "-f", str(CRDS))
+        await self.kubectl("apply", "-k", str(CRDS))
         await self.kubectl("wait", "--for=condition=Established", "crd", "--all")
         for operator in self._operators.values():
             await operator.start()
@@ -241,6 +243,7 @@ class KindCluster:
         self.kubectl = Kubectl(kubectl, kubeconfig, root)
         self._operators: list[str] = []
         self._token = ""
+        self.completed: set[str] = set()
 
     async def start(self) -> None:
         ns = ("-n", SYSTEM_NAMESPACE)

@@ -8,13 +8,25 @@ topics; brokers serve them.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections import defaultdict
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
-from e2e_clusters import SYSTEM_NAMESPACE, Cluster, yaml_file
+import yaml
+from e2e_clusters import (
+    BROKER_USER,
+    OPERATOR_USER,
+    SYSTEM_NAMESPACE,
+    Cluster,
+    LocalCluster,
+    yaml_file,
+)
+from rbac import allows, grants_of, unused
 
+from scalable_topics.kubeapi.audit import read_audit_log
 from scalable_topics.model.ownership import SHARD_COUNT_ANNOTATION, shard_lease_name, shard_of
 from scalable_topics.model.scale_request import MERGE_ANNOTATION, SPLIT_ANNOTATION
 from support.eventually import eventually
@@ -22,7 +34,22 @@ from support.eventually import eventually
 pytestmark = [pytest.mark.slow, pytest.mark.asyncio(loop_scope="module")]
 
 NAMESPACE = "default"
+MANIFESTS = Path(__file__).parents[2] / "manifests"
 WAIT_SECONDS = 120
+
+
+Scenario = Callable[[Cluster, Path], Awaitable[None]]
+
+
+def scenario(test: Scenario) -> Scenario:
+    """Record in the cluster that ``test`` ran to its end (the RBAC check runs the others)."""
+
+    @functools.wraps(test)
+    async def recorded(cluster: Cluster, tmp_path: Path) -> None:
+        await test(cluster, tmp_path)
+        cluster.completed.add(test.__name__)
+
+    return recorded
 
 
 async def wait(cluster: Cluster, condition: str, resource: str) -> None:
@@ -114,6 +141,7 @@ async def topic_led_by(cluster: Cluster, identity: str, prefix: str) -> str:
     raise AssertionError(f"{identity} holds no shard")
 
 
+@scenario
 async def test_an_applied_topic_becomes_ready_and_carries_messages(
     cluster: Cluster, tmp_path: Path
 ) -> None:
@@ -131,6 +159,7 @@ async def test_an_applied_topic_becomes_ready_and_carries_messages(
     assert_every_message_in_key_order(await consume(cluster, "e2e-orders", len(sent)), sent)
 
 
+@scenario
 async def test_split_and_merge_by_editing_the_resource(cluster: Cluster, tmp_path: Path) -> None:
     name = "e2e-scaling"
     await apply_topic(cluster, tmp_path, name, segments=2)
@@ -157,6 +186,7 @@ async def test_split_and_merge_by_editing_the_resource(cluster: Cluster, tmp_pat
     assert_every_message_in_key_order(await consume(cluster, name, len(sent)), sent)
 
 
+@scenario
 async def test_the_other_replica_finishes_a_split_whose_leader_was_killed(
     cluster: Cluster, tmp_path: Path
 ) -> None:
@@ -181,7 +211,8 @@ async def test_the_other_replica_finishes_a_split_whose_leader_was_killed(
     await cluster.revive(victim)
 
 
-async def test_topics_through_the_brokers_admin_api(cluster: Cluster) -> None:
+@scenario
+async def test_topics_through_the_brokers_admin_api(cluster: Cluster, tmp_path: Path) -> None:
     """``stctl topics`` and ``stctl subscriptions``: every broker serves topic administration,
     writing the same resources kubectl does."""
     name = "e2e-admin"
@@ -204,6 +235,7 @@ async def test_topics_through_the_brokers_admin_api(cluster: Cluster) -> None:
     await wait(cluster, "delete", f"st/{name}")
 
 
+@scenario
 async def test_deleting_a_topic_removes_its_segments_and_their_storage(
     cluster: Cluster, tmp_path: Path
 ) -> None:
@@ -223,3 +255,67 @@ async def test_deleting_a_topic_removes_its_segments_and_their_storage(
         return not await cluster.segment_storage(NAMESPACE, name)
 
     await eventually(storage_gone, "every broker to remove the topic's storage")
+
+
+# Permissions the manifests grant that a run of the scenarios need not use, and why.
+NOT_ALWAYS_USED = {
+    # Reads that follow a lost compare-and-swap (the adapter reads which version won) or an
+    # object missing from the cache (Informer.catch_up): they happen when two writers race or
+    # a watch lags a write, not in every run.
+    (OPERATOR_USER, "get", "coordination.k8s.io", "leases"),
+    (OPERATOR_USER, "get", "scalabletopics.dev", "scalabletopics"),
+    (OPERATOR_USER, "get", "scalabletopics.dev", "segments"),
+    # A broker reads a Segment only for storage it finds that no longer matches a placement.
+    (BROKER_USER, "get", "scalabletopics.dev", "segments"),
+    # Not a request at all: what the OwnerReferencesPermissionEnforcement admission plugin
+    # demands of whoever creates a Segment that blocks its topic's deletion.
+    (OPERATOR_USER, "update", "scalabletopics.dev", "scalabletopics/finalizers"),
+}
+
+
+async def test_the_rbac_manifests_grant_exactly_the_calls_the_code_makes(
+    cluster: Cluster, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    """Every API call the operator and the brokers made in these scenarios is allowed by the
+    RBAC rules of manifests/base for their service accounts, and every rule was needed (but
+    for NOT_ALWAYS_USED). The local cluster's API server logs who called what; a kind
+    cluster enforces the rules itself, so there the scenarios passing is the check."""
+    if not isinstance(cluster, LocalCluster):
+        pytest.skip("the kind cluster enforces RBAC itself: the scenarios passing is the check")
+    scenarios = [
+        test_an_applied_topic_becomes_ready_and_carries_messages,
+        test_split_and_merge_by_editing_the_resource,
+        test_the_other_replica_finishes_a_split_whose_leader_was_killed,
+        test_topics_through_the_brokers_admin_api,
+        test_deleting_a_topic_removes_its_segments_and_their_storage,
+    ]
+    for scenario in scenarios:  # those this run has not run yet (say, under -k)
+        if scenario.__name__ not in cluster.completed:
+            directory = tmp_path / scenario.__name__
+            directory.mkdir()
+            await scenario(cluster, directory)
+    rendered = await cluster.kubectl("kustomize", str(MANIFESTS / "base"))
+    objects = [o for o in yaml.safe_load_all(rendered) if o]
+    calls = read_audit_log(cluster.audit_log)
+    for user in (OPERATOR_USER, BROKER_USER):
+        namespace, account = user.split(":")[2:]
+        grants = grants_of(objects, namespace, account)
+        made = [c for c in calls if c["user"] == user]
+        assert made, f"{user} made no calls"
+        refused = {
+            f"{c['verb']} {c['apiGroup'] or 'core'}/{c['resource']}"
+            f"{'/' + c['subresource'] if c['subresource'] else ''} in {c['namespace'] or '-'}"
+            f"{' ' + c['nonResourceURL'] if c['nonResourceURL'] else ''}"
+            for c in made
+            if not allows(grants, c)
+        }
+        assert not refused, f"{account} calls what its RBAC rules do not allow: {sorted(refused)}"
+        needless = [
+            line
+            for line in unused(grants, made)
+            if not any(
+                line.endswith(f": {verb} {group}/{resource}") and who == user
+                for who, verb, group, resource in NOT_ALWAYS_USED
+            )
+        ]
+        assert not needless, f"{account} is granted what no call needed: {needless}"
