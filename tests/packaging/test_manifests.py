@@ -29,6 +29,8 @@ from rendered_manifests import (
     workloads,
 )
 
+from scalable_topics.cli import build_parser
+from scalable_topics.commands.controller import controller_config
 from scalable_topics.model.resources import ScalableTopic
 
 # The Kubernetes release the manifests are validated against: the kubectl of the dev extra.
@@ -161,6 +163,28 @@ def test_variables_in_args_are_defined(target: str) -> None:
             for arg in container.get("args", []):
                 for name in re.findall(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)", arg):
                     assert name in defined, f"{container['name']}: {arg} uses undefined {name}"
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_args_are_flags_stctl_takes_and_configurations_it_accepts(target: str) -> None:
+    """Each container's args parse with stctl's own parser (variables given sample values),
+    and the controller configuration they describe is one the operator would start with."""
+    samples = {"POD_IP": "10.0.0.7", "POD_NAME": "broker-0", "POD_NAMESPACE": "scalable-topics"}
+    for workload in workloads(rendered(target)):
+        for container in containers(workload):
+            args = [
+                re.sub(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)", lambda m: samples[m.group(1)], arg)
+                for arg in container.get("args", [])
+            ]
+            try:
+                parsed = build_parser().parse_args(args)
+            except SystemExit:
+                pytest.fail(f"{container['name']}: stctl refuses {args}")
+            if args[0] == "operator":
+                parsed.auth_token_file = None  # a mounted Secret, not here
+                config = controller_config(parsed)
+                assert config.endpoint == "http://10.0.0.7:6651"
+                assert config.system_namespace == "scalable-topics"
 
 
 def _ports(container: Object) -> dict[str, int]:
