@@ -119,7 +119,8 @@ def topic(name: str) -> dict[str, Any]:
 async def call(
     session: aiohttp.ClientSession, method: str, path: str, body: Any = None, **params: str
 ) -> Any:
-    headers = {"Content-Type": "application/merge-patch+json"} if method == "PATCH" else {}
+    kind = "application/merge-patch+json" if method == "PATCH" else "application/json"
+    headers = {"Content-Type": kind}
     data = None if body is None else json.dumps(body)
     async with session.request(method, path, data=data, headers=headers, params=params) as r:
         assert r.status < 300, await r.text()
