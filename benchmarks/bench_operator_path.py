@@ -25,6 +25,7 @@ import contextlib
 import sys
 import tempfile
 import time
+from collections import Counter
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,9 +35,14 @@ if str(TESTS) not in sys.path:
     sys.path.insert(0, str(TESTS))
 
 from scalable_topics.client import Client  # noqa: E402
+from scalable_topics.model.ownership import (  # noqa: E402
+    DEFAULT_SHARD_COUNT,
+    SHARD_LEASE_PREFIX,
+)
 from scalable_topics.model.resources import API_VERSION, ScalableTopic  # noqa: E402
 from scalable_topics.model.scale_request import SPLIT_ANNOTATION  # noqa: E402
 from scalable_topics.store import Object, Store, open_store  # noqa: E402
+from scalable_topics.store.kinds import LEASE  # noqa: E402
 from support.broker_process import BrokerProcess  # noqa: E402
 from support.controller_process import ControllerProcess  # noqa: E402
 from support.kubeapi_process import KubeApiProcess  # noqa: E402
@@ -63,7 +69,8 @@ def percentile(values: list[float], fraction: float) -> float:
 async def operator_system(root: Path) -> AsyncIterator[tuple[str, str]]:
     """(the store URL clients of the system use, a broker's URL)."""
     api = KubeApiProcess(root, f"embedded://{root / 'store.db'}", namespaces=(SYSTEM_NAMESPACE,))
-    operators = [OperatorProcess(root, api.kubeconfig, f"operator-{i}") for i in (1, 2)]
+    # The default lease timing, as deployed (the tests' faster one renews four times as often).
+    operators = [OperatorProcess(root, api.kubeconfig, f"operator-{i}", timing=()) for i in (1, 2)]
     broker = BrokerProcess(root, api.adapter_url)
     try:
         await api.start()
@@ -72,12 +79,37 @@ async def operator_system(root: Path) -> AsyncIterator[tuple[str, str]]:
         for operator in operators:
             await operator.wait_ready()
         await broker.start()
+        await balanced(api.adapter_url, [operator.identity for operator in operators])
         yield api.adapter_url, broker.ws_url
     finally:
         broker.stop()
         for operator in operators:
             operator.stop()
         api.stop()
+
+
+async def balanced(store_url: str, identities: list[str]) -> None:
+    """Return once the replicas hold equal shares of the shards: a replica that started first
+    holds them all and hands the surplus over one per retry period, and a topic of a shard in
+    handover waits for it. The figures are of the steady state."""
+    store = open_store(store_url)
+    try:
+        async with asyncio.timeout(STEP_SECONDS):
+            while True:
+                leases = (await store.list(LEASE.kind, SYSTEM_NAMESPACE)).items
+                holders = Counter(
+                    lease["spec"].get("holderIdentity")
+                    for lease in leases
+                    if lease["metadata"]["name"].startswith(SHARD_LEASE_PREFIX)
+                )
+                if sum(holders.values()) == DEFAULT_SHARD_COUNT and all(
+                    holders[identity] == DEFAULT_SHARD_COUNT // len(identities)
+                    for identity in identities
+                ):
+                    return
+                await asyncio.sleep(0.2)
+    finally:
+        await store.close()
 
 
 @contextlib.asynccontextmanager

@@ -30,11 +30,13 @@ class OperatorProcess:
         *,
         extra: tuple[str, ...] = (),
         failpoints: str = "",
+        timing: tuple[str, ...] = FAST_TIMING,
     ) -> None:
         self.identity = identity
         self.kubeconfig = kubeconfig
         self.extra = extra
         self.failpoints = failpoints
+        self.timing = timing
         self.address_file = root / f"operator-{identity}.address"
         self.log_path = root / f"operator-{identity}.log"
         self.process: subprocess.Popen[bytes] | None = None
@@ -70,7 +72,7 @@ class OperatorProcess:
                     str(self.address_file),
                     "--health-listen",
                     "off",
-                    *FAST_TIMING,
+                    *self.timing,
                     *self.extra,
                 ],
                 stdout=log,
