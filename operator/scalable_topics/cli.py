@@ -19,6 +19,7 @@ from .commands.operator import add_operator
 from .commands.produce import add_produce
 from .commands.standalone import add_standalone
 from .commands.subscriptions import add_subscriptions
+from .commands.tokens import add_tokens
 from .commands.topics import add_topics
 from .commands.watch import add_watch
 
@@ -52,6 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_kube_api(commands)
     add_topics(commands)
     add_subscriptions(commands)
+    add_tokens(commands)
     add_produce(commands)
     add_consume(commands)
     add_watch(commands)
