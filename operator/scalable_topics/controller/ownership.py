@@ -217,18 +217,23 @@ class ShardOwnership:
                 await asyncio.sleep(self._timing.retry_period)
 
     async def _balance(self) -> None:
-        """Hand shards over, one per retry period, while this replica holds more than its
-        share: the highest-numbered first, so that replicas agree which ones move."""
+        """Hand over every shard above this replica's share each retry period (another replica
+        joined): the highest-numbered ones, so that replicas agree which ones move. All at
+        once, not one per period: with one, a replica that started first kept a new one
+        waiting for half the shards for shards/2 retry periods (16 s with the defaults), and
+        every topic of a shard still queued for handover waited with it."""
         while True:
             await asyncio.sleep(self._timing.retry_period)
-            leading = [s for s, signal in self._held.items() if not signal.is_set()]
-            if len(leading) > self.share():
-                shard = max(leading)
+            leading = sorted(s for s, signal in self._held.items() if not signal.is_set())
+            surplus = len(leading) - self.share()
+            if surplus > 0:
+                moving = leading[-surplus:]
                 log.info(
-                    "%s holds %d shards, its share is %d: handing shard %d over",
+                    "%s holds %d shards, its share is %d: handing shards %s over",
                     self._identity,
-                    len(self._held),
+                    len(leading),
                     self.share(),
-                    shard,
+                    ", ".join(map(str, moving)),
                 )
-                self._held[shard].set()
+                for shard in moving:
+                    self._held[shard].set()
