@@ -31,7 +31,7 @@ from scalable_topics.protocol import PROTOCOL_VERSION, Connect, encode_frame  # 
 from support.broker_process import BrokerProcess  # noqa: E402
 
 TOKEN = "bench-token"
-WARM_UP = 1000
+WARM_UP = 5000
 WAIT = 30.0  # bounds a stuck connection only
 MIB = 1024 * 1024
 

@@ -56,9 +56,12 @@ class Watchdog:
 
     async def stop(self) -> None:
         """Stop watching; if the watchdog is closing the connection, let it finish that."""
-        task = self._task
+        task, self._task = self._task, None
         if task is None:
             return
+        # Not kept: the ended task holds its CancelledError, whose traceback holds the frame
+        # of _watch and so this watchdog, a reference cycle that only the collector would free
+        # (the broker runs it rarely), taking the connection with it.
         if self._closing:
             await asyncio.wait({task})
         else:
