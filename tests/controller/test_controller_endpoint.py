@@ -5,13 +5,24 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
+import aiohttp
 import pytest
 from aiohttp.test_utils import TestServer
 
 from scalable_topics.controller.consumers import ConsumerCoordinators
 from scalable_topics.controller.endpoint import build_endpoint_app
 from scalable_topics.model.clock import SystemClock
-from scalable_topics.protocol import ErrorCode, SegmentSubscriptionType, Subscribe
+from scalable_topics.protocol import (
+    PROTOCOL_VERSION,
+    Connect,
+    Error,
+    ErrorCode,
+    Ping,
+    SegmentSubscriptionType,
+    Subscribe,
+    decode_frame,
+    encode_frame,
+)
 from scalable_topics.store.informers import Informers
 from support.leases import SYSTEM_NAMESPACE, lease_object
 from support.memory_store import MemoryStore
@@ -83,3 +94,30 @@ async def test_requests_about_topics_led_elsewhere_name_the_leader(endpoint: str
         assert not_served.value.code is ErrorCode.INVALID_REQUEST
     finally:
         await broker.close()
+
+
+# What a broker sends first, the Error it hears, the close code (docs/protocol.md, section 4).
+CLOSES: dict[str, tuple[bytes | str, ErrorCode, int]] = {
+    "a text message": ("hello", ErrorCode.MALFORMED_FRAME, 1003),
+    "not msgpack": (b"\xc1", ErrorCode.MALFORMED_FRAME, 1002),
+    "a command before Connect": (encode_frame(Ping()), ErrorCode.NOT_CONNECTED, 1002),
+    "a wrong token": (
+        encode_frame(Connect(1, (PROTOCOL_VERSION,), "broker", "wrong")),
+        ErrorCode.AUTHENTICATION_FAILED,
+        1008,
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(CLOSES))
+async def test_the_endpoint_closes_with_the_code_of_the_reason(endpoint: str, case: str) -> None:
+    frame, expected_error, expected_code = CLOSES[case]
+    async with aiohttp.ClientSession() as http, http.ws_connect(endpoint + "/ws") as ws:
+        if isinstance(frame, str):
+            await ws.send_str(frame)
+        else:
+            await ws.send_bytes(frame)
+        error = decode_frame((await ws.receive(timeout=20)).data, 1 << 20)
+        closing = await ws.receive(timeout=20)
+    assert isinstance(error, Error) and error.code is expected_error
+    assert (closing.type, closing.data) == (aiohttp.WSMsgType.CLOSE, expected_code)

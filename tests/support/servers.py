@@ -3,13 +3,14 @@ moment it is chosen (see ports.py), so that the address it advertises is its own
 
 from __future__ import annotations
 
+import asyncio
 import socket
 from pathlib import Path
 from typing import Any
 
 from aiohttp.test_utils import TestServer
 
-from scalable_topics.broker.app import build_app
+from scalable_topics.broker.app import build_app, runner_options
 from scalable_topics.broker.config import BrokerConfig
 from scalable_topics.controller.manager import ControllerConfig
 from scalable_topics.store import Store
@@ -36,9 +37,26 @@ def broker_server(
     def held(host: str, port: int, family: socket.AddressFamily) -> socket.socket:
         return sock
 
-    return TestServer(
-        build_app(config, store, informers), host="127.0.0.1", port=port, socket_factory=held
+    return _BrokerServer(
+        runner_options(config),
+        build_app(config, store, informers),
+        host="127.0.0.1",
+        port=port,
+        socket_factory=held,
     )
+
+
+class _BrokerServer(TestServer):
+    """Served with the runner options ``stctl broker`` uses (its handshake timeout)."""
+
+    def __init__(self, options: dict[str, Any], *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._options = options
+
+    async def start_server(
+        self, loop: asyncio.AbstractEventLoop | None = None, **kwargs: Any
+    ) -> None:
+        await super().start_server(loop, **{**self._options, **kwargs})
 
 
 def controller_config(identity: str, **settings: Any) -> ControllerConfig:

@@ -80,10 +80,11 @@ def _error(code: ErrorCode, message: str) -> web.Response:
 
 
 async def _body(request: web.Request, model: type[_Body]) -> Any:
+    raw = await request.read()  # from memory: body_timeout.py read it, within its deadline
     try:
-        if not request.can_read_body:  # no body: what the model's defaults make, if anything
+        if not raw:  # no body: what the model's defaults make, if anything
             return model.model_validate({})
-        return model.model_validate_json(await request.read())
+        return model.model_validate_json(raw)
     except ValidationError as error:
         raise SegmentError(ErrorCode.INVALID_REQUEST, f"invalid request body: {error}") from None
 

@@ -11,6 +11,7 @@ import signal
 import socket
 import sys
 from collections.abc import AsyncIterator
+from typing import Any
 
 from aiohttp import web
 
@@ -18,6 +19,7 @@ from ..store import Store, open_store
 from ..store.informers import Informers
 from ..tasks import cancel_and_wait
 from .admin import REGISTRY_KEY, TOKEN_KEY, add_routes, admin_errors
+from .body_timeout import body_timeout
 from .config import BrokerConfig
 from .controller_links import ControllerLinks
 from .drain_markers import DrainMarkers
@@ -34,6 +36,7 @@ log = logging.getLogger(__name__)
 CONFIG_KEY = web.AppKey("broker_config", BrokerConfig)
 TOPIC_WATCHES_KEY = web.AppKey("topic_watches", TopicWatchHub)
 CONTROLLER_LINKS_KEY = web.AppKey("controller_links", ControllerLinks)
+SESSIONS_KEY = web.AppKey("sessions", set[Session])  # open WebSockets
 # aiohttp refuses WebSocket messages past this; a frame between the protocol limit and it still
 # gets a FrameTooLarge error frame instead of a dropped connection.
 _WEBSOCKET_SLACK_BYTES = 1024 * 1024
@@ -41,18 +44,41 @@ _WEBSOCKET_SLACK_BYTES = 1024 * 1024
 
 async def websocket(request: web.Request) -> web.WebSocketResponse:
     config = request.app[CONFIG_KEY]
+    # No aiohttp heartbeat and no autoping: the session's watchdog pings (see ws_watchdog.py).
     ws = web.WebSocketResponse(
-        max_msg_size=config.max_frame_bytes + _WEBSOCKET_SLACK_BYTES, heartbeat=30
+        max_msg_size=config.max_frame_bytes + _WEBSOCKET_SLACK_BYTES, autoping=False
     )
     await ws.prepare(request)
-    await Session(
+    session = Session(
         ws,
         config,
         request.app[REGISTRY_KEY],
         topic_watches=request.app[TOPIC_WATCHES_KEY],
         controller_links=request.app[CONTROLLER_LINKS_KEY],
-    ).serve()
+    )
+    sessions = request.app[SESSIONS_KEY]
+    sessions.add(session)
+    try:
+        await session.serve()
+    finally:
+        sessions.discard(session)
     return ws
+
+
+async def _close_sessions(app: web.Application) -> None:
+    """On shutdown, before the handlers are cancelled: every client hears 1001 (going away)."""
+    sessions: set[Session] = app[SESSIONS_KEY]
+    await asyncio.gather(*(session.going_away() for session in list(sessions)))
+
+
+def runner_options(config: BrokerConfig) -> dict[str, Any]:
+    """The options of the aiohttp runner (``web.run_app``, ``web.AppRunner``) serving ``config``.
+
+    aiohttp closes a connection that has not sent a whole request head within its keep-alive
+    timeout of connecting (or of its previous response): that bounds the WebSocket handshake
+    and a slow-loris sending half a header, and it is also how long an idle keep-alive HTTP
+    connection stays open."""
+    return {"keepalive_timeout": config.handshake_timeout}
 
 
 def build_app(
@@ -60,8 +86,10 @@ def build_app(
 ) -> web.Application:
     """The broker application; ``store`` defaults to opening ``config.store_url``, and
     ``informers`` (running ones, shared with a controller in the same process) to its own."""
-    app = web.Application(middlewares=[admin_errors])
+    app = web.Application(middlewares=[admin_errors, body_timeout(config.body_timeout)])
     app[CONFIG_KEY] = config
+    app[SESSIONS_KEY] = set()
+    app.on_shutdown.append(_close_sessions)
     if config.auth_token is not None:
         app[TOKEN_KEY] = config.auth_token
 
@@ -190,7 +218,10 @@ def run(
     app = build_app(config)
     if stop_on_stdin_eof:
         app.cleanup_ctx.append(_stop_when_stdin_closes)
+    options = runner_options(config)
     if sock is not None:
-        web.run_app(app, sock=sock, print=None, handle_signals=True)
+        web.run_app(app, sock=sock, print=None, handle_signals=True, **options)
     else:
-        web.run_app(app, host=config.host, port=config.port, print=None, handle_signals=True)
+        web.run_app(
+            app, host=config.host, port=config.port, print=None, handle_signals=True, **options
+        )

@@ -46,6 +46,24 @@ class BrokerConfig(BaseModel):
         default=5.0, gt=0, description="how often the broker renews its Lease"
     )
     auth_token: str | None = Field(default=None, description="when set, clients must present it")
+    handshake_timeout: float = Field(
+        default=10.0,
+        gt=0,
+        description="seconds a connection has to send a whole request head (the WebSocket "
+        "upgrade included), from connecting or from its previous response",
+    )
+    connect_timeout: float = Field(
+        default=10.0,
+        gt=0,
+        description="seconds after the WebSocket upgrade within which Connect must arrive; "
+        "then the connection is closed with 1008",
+    )
+    body_timeout: float = Field(
+        default=30.0,
+        gt=0,
+        description="seconds an HTTP request body has to arrive whole; then 408 and the "
+        "connection is closed",
+    )
     max_segments: int | None = Field(
         default=None,
         ge=0,

@@ -4,7 +4,9 @@ The session reads frames in order. Requests that may take long (a WaitForExclusi
 a durable send, an ack with a receipt) run as tasks so the connection keeps serving its other
 producers and consumers; a producer's receipts still go out in the order of its sends. A
 frame the session cannot read gets an Error naming the problem; the connection closes only
-for the errors after which it cannot continue (see ``ErrorCode.closes_connection``).
+for the errors after which it cannot continue (see ``ErrorCode.closes_connection``), with the
+close code of ``close_code_for`` (1003 for a text message). A watchdog closes a connection
+that sends no Connect in time or falls silent (``ws_watchdog.py``).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from ..protocol import (
     Ack,
     AckType,
     AcquireExclusive,
+    CloseCode,
     Command,
     Connect,
     Connected,
@@ -60,10 +63,12 @@ from ..protocol import (
     Unsubscribe,
     WatchClose,
     WatchTopic,
+    close_code_for,
     decode_frame,
     encode_frame,
     negotiate_version,
 )
+from ..ws_watchdog import Watchdog
 from .config import BrokerConfig
 from .consumer_relay import ConsumerRelay
 from .controller_links import ConnectionLinks, ControllerLinks
@@ -157,52 +162,72 @@ class Session:
         self._links: ConnectionLinks | None = None  # this connection's, once a relay needs one
         self._consumer_relay: ConsumerRelay | None = None
         self._grant_relay: ProducerGrantRelay | None = None
+        self._watchdog = Watchdog(ws, config.connect_timeout)
 
     # -- the read loop --------------------------------------------------------------------------
 
     async def serve(self) -> None:
+        self._watchdog.start()
         try:
-            async for frame in self._ws:
-                if frame.type is WSMsgType.BINARY:
-                    if not await self._handle_bytes(frame.data):
-                        break
-                elif frame.type is WSMsgType.TEXT:
-                    await self.send(
-                        Error(
-                            None,
-                            ErrorCode.MALFORMED_FRAME,
-                            "frames must be binary WebSocket messages",
-                        )
-                    )
-                elif frame.type is WSMsgType.ERROR:
-                    break
+            ending = await self._read()
+            await self._watchdog.stop()
+            if ending is not None:
+                code, reason = ending
+                await self._ws.close(code=code, message=reason.encode())
         finally:
+            await self._watchdog.stop()
             await self._release()
 
-    async def _handle_bytes(self, data: bytes) -> bool:
-        """Handle one frame; False when the connection must close."""
+    async def going_away(self) -> None:
+        """The broker is shutting down: close with 1001, which ends the read loop."""
+        await self._ws.close(code=CloseCode.GOING_AWAY, message=b"broker shutting down")
+
+    async def _read(self) -> tuple[CloseCode, str] | None:
+        """Serve frames until the peer closes (None) or a frame ends the connection: then the
+        close code and reason to close with, the Error naming the problem sent already."""
+        async for frame in self._ws:
+            self._watchdog.heard()
+            if frame.type is WSMsgType.BINARY:
+                fatal = await self._handle_bytes(frame.data)
+                if fatal is not None:
+                    return close_code_for(fatal) or CloseCode.PROTOCOL_ERROR, fatal.value
+            elif frame.type is WSMsgType.TEXT:
+                await self.send(
+                    Error(
+                        None, ErrorCode.MALFORMED_FRAME, "frames must be binary WebSocket messages"
+                    )
+                )
+                return CloseCode.UNSUPPORTED_DATA, "binary messages only"
+            elif frame.type is WSMsgType.PING:
+                await self._ws.pong(frame.data)
+            elif frame.type is WSMsgType.ERROR:
+                return None  # aiohttp closed it (1009 for a message above its size limit)
+        return None
+
+    async def _handle_bytes(self, data: bytes) -> ErrorCode | None:
+        """Handle one frame; the error code when the connection must close."""
         try:
             command = decode_frame(data, self._config.max_frame_bytes)
         except ProtocolError as error:
             await self.send(Error.from_protocol_error(error))
-            return not error.code.closes_connection
+            return error.code if error.code.closes_connection else None
         if self._version is None and not isinstance(command, Connect):
             await self.send(
                 Error(None, ErrorCode.NOT_CONNECTED, f"{type(command).__name__} before Connect")
             )
-            return False
+            return ErrorCode.NOT_CONNECTED
         try:
             await self._dispatch(command)
         except BrokerError as failure:
             await self.send(Error(_request_id(command), failure.code, str(failure)))
-            return not failure.code.closes_connection
+            return failure.code if failure.code.closes_connection else None
         except Exception as error:
             # A bug must cost one request, not the connection or the broker.
             log.exception("%s failed", type(command).__name__)
             await self.send(
                 Error(_request_id(command), ErrorCode.INTERNAL_ERROR, f"internal error: {error}")
             )
-        return True
+        return None
 
     async def _dispatch(self, command: Command) -> None:
         match command:
@@ -300,6 +325,7 @@ class Session:
                 f"the client offered {list(command.protocol_versions)}",
             )
         self._version = version
+        self._watchdog.connected()
         await self.send(
             Connected(
                 command.request_id,

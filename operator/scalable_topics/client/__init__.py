@@ -13,6 +13,7 @@ from .client import Client
 from .consumer_message import ReceivedMessage
 from .errors import (
     AlreadyExists,
+    AuthenticationFailed,
     ClientClosed,
     ClientError,
     ConnectionFailed,
@@ -20,6 +21,7 @@ from .errors import (
     FailedSend,
     InvalidRequest,
     MessageTooLarge,
+    NotAuthorized,
     NotFound,
     OperationInProgress,
     ProducerBusy,
@@ -43,6 +45,7 @@ from .sync import (
 
 __all__ = [
     "AlreadyExists",
+    "AuthenticationFailed",
     "Checkpoint",
     "CheckpointConsumer",
     "Client",
@@ -53,6 +56,7 @@ __all__ = [
     "FailedSend",
     "InvalidRequest",
     "MessageTooLarge",
+    "NotAuthorized",
     "NotFound",
     "OperationInProgress",
     "Producer",

@@ -24,15 +24,16 @@ from .admin_types import (
 )
 from .errors import (
     AlreadyExists,
+    AuthenticationFailed,
     ClientClosed,
     ClientError,
     ConnectionFailed,
     InvalidRequest,
+    NotAuthorized,
     NotFound,
     OperationInProgress,
     ServerError,
     Timeout,
-    Unauthorized,
 )
 from .topic_layout import qualified_topic
 
@@ -41,9 +42,10 @@ _REQUEST_SECONDS = 30.0
 _SCALING_SLACK_SECONDS = 30.0
 _BY_STATUS: Mapping[int, type[ClientError]] = {
     400: InvalidRequest,
-    401: Unauthorized,
-    403: Unauthorized,
+    401: AuthenticationFailed,
+    403: NotAuthorized,
     404: NotFound,
+    408: Timeout,  # the request body did not arrive in time (a broker's --body-timeout)
     504: Timeout,
 }
 

@@ -6,7 +6,9 @@ producer, consumer, watch, registration or grant id. Handlers are plain callback
 reader task: they must not block, so they queue what they receive and return.
 
 When the WebSocket drops, every outstanding request fails with ConnectionFailed and every
-handler hears ``connection_lost``; the owners reopen what they had on a new connection.
+handler hears ``connection_lost``; the owners reopen what they had on a new connection. A
+broker that closes with 1008 (policy violation) during the handshake refused the token: that
+is AuthenticationFailed, which nobody retries.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import aiohttp
 from ..protocol import (
     DEFAULT_MAX_FRAME_BYTES,
     SUPPORTED_VERSIONS,
+    CloseCode,
     Command,
     Connect,
     Connected,
@@ -32,6 +35,7 @@ from ..protocol import (
     ConsumerClosed,
     EndOfSegment,
     Error,
+    ErrorCode,
     ExclusiveGranted,
     ExclusiveRevoked,
     Message,
@@ -48,7 +52,7 @@ from ..protocol import (
     encode_frame,
 )
 from ..tasks import cancel_and_wait
-from .errors import ClientError, ConnectionFailed, Timeout, error_for
+from .errors import AuthenticationFailed, ClientError, ConnectionFailed, Timeout, error_for
 
 log = logging.getLogger(__name__)
 
@@ -109,6 +113,7 @@ class BrokerConnection:
         self._lost: ClientError | None = None
         self._closed_listeners: list[Callable[[BrokerConnection], None]] = []
         self._background: set[asyncio.Task[Any]] = set()
+        self._handshaken = False
         self.broker_name = ""
         self.max_frame_bytes = DEFAULT_MAX_FRAME_BYTES
         self.max_message_bytes = 0
@@ -123,7 +128,7 @@ class BrokerConnection:
         auth_token: str | None,
         wait_seconds: float,
     ) -> BrokerConnection:
-        """Connect and handshake; ConnectionFailed, Unauthorized or Timeout otherwise."""
+        """Connect and handshake; ConnectionFailed, AuthenticationFailed or Timeout otherwise."""
         try:
             async with asyncio.timeout(wait_seconds):
                 ws = await session.ws_connect(
@@ -146,6 +151,7 @@ class BrokerConnection:
             await connection.close()
             raise
         assert isinstance(reply, Connected)
+        connection._handshaken = True
         connection.broker_name = reply.broker_name
         connection.max_frame_bytes = reply.max_frame_bytes
         connection.max_message_bytes = reply.max_message_bytes
@@ -232,26 +238,45 @@ class BrokerConnection:
     # -- reading --------------------------------------------------------------------------------
 
     async def _read(self) -> None:
-        reason = "the broker closed the connection"
+        lost: ClientError | None = None
         try:
-            async for frame in self._ws:
-                if frame.type is not aiohttp.WSMsgType.BINARY:
-                    if frame.type is aiohttp.WSMsgType.ERROR:
-                        reason = f"the connection failed: {self._ws.exception()}"
-                    continue
-                try:
-                    command = decode_frame(frame.data, self.max_frame_bytes)
-                except ProtocolError as error:
-                    reason = f"the broker sent a frame this client cannot read: {error}"
+            while True:
+                frame = await self._ws.receive()
+                if frame.type is aiohttp.WSMsgType.BINARY:
+                    try:
+                        command = decode_frame(frame.data, self.max_frame_bytes)
+                    except ProtocolError as error:
+                        lost = self._lost_with(
+                            f"the broker sent a frame this client cannot read: {error}"
+                        )
+                        break
+                    self._dispatch(command)
+                elif frame.type is aiohttp.WSMsgType.CLOSE:
+                    lost = self._closed_by_broker(frame.data, frame.extra or "")
                     break
-                self._dispatch(command)
+                elif frame.type is aiohttp.WSMsgType.ERROR:
+                    lost = self._lost_with(f"the connection failed: {self._ws.exception()}")
+                    break
+                elif frame.type in (aiohttp.WSMsgType.CLOSING, aiohttp.WSMsgType.CLOSED):
+                    break
         except Exception as error:  # a handler bug must not leave requests hanging
             log.exception("reading from %s failed", self.url)
-            reason = f"reading from the broker failed: {error}"
+            lost = self._lost_with(f"reading from the broker failed: {error}")
         finally:
-            self._connection_lost(ConnectionFailed(f"lost the broker at {self.url}: {reason}"))
+            self._connection_lost(lost or self._lost_with("the broker closed the connection"))
             with contextlib.suppress(Exception):
                 await self._ws.close()
+
+    def _lost_with(self, reason: str) -> ClientError:
+        return ConnectionFailed(f"lost the broker at {self.url}: {reason}")
+
+    def _closed_by_broker(self, code: int, reason: str) -> ClientError:
+        said = f"the broker closed the connection with {code}" + (f" ({reason})" if reason else "")
+        if code == CloseCode.POLICY_VIOLATION and not self._handshaken:
+            return AuthenticationFailed(
+                f"{self.url} refused the connection: {said}", ErrorCode.AUTHENTICATION_FAILED
+            )
+        return self._lost_with(said)
 
     def _dispatch(self, command: Command) -> None:
         route = _route(command)

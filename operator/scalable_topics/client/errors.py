@@ -44,7 +44,16 @@ class AlreadyExists(ClientError):
 
 
 class Unauthorized(ClientError):
-    """The auth token is missing, wrong, or does not allow this."""
+    """The auth token is missing, wrong, or does not allow this: one of the two below."""
+
+
+class AuthenticationFailed(Unauthorized):
+    """The auth token is missing or wrong: the brokers refused the connection. Raised at
+    once, never retried: only another token helps."""
+
+
+class NotAuthorized(Unauthorized):
+    """The token is valid but does not allow this operation; raised at once, never retried."""
 
 
 class InvalidRequest(ClientError):
@@ -114,8 +123,8 @@ _BY_CODE: dict[ErrorCode, type[ClientError]] = {
     ErrorCode.TOPIC_NOT_FOUND: NotFound,
     ErrorCode.SEGMENT_NOT_FOUND: NotFound,
     ErrorCode.SUBSCRIPTION_NOT_FOUND: NotFound,
-    ErrorCode.AUTHENTICATION_FAILED: Unauthorized,
-    ErrorCode.NOT_AUTHORIZED: Unauthorized,
+    ErrorCode.AUTHENTICATION_FAILED: AuthenticationFailed,
+    ErrorCode.NOT_AUTHORIZED: NotAuthorized,
     ErrorCode.INVALID_REQUEST: InvalidRequest,
     ErrorCode.SUBSCRIPTION_TYPE_MISMATCH: InvalidRequest,
     ErrorCode.PRODUCER_FENCED: ProducerFenced,

@@ -17,7 +17,7 @@ from ..protocol import Command, ErrorCode, TopicUpdate, WatchClose, WatchClosed,
 from ..tasks import cancel_and_wait
 from .backoff import Backoff
 from .connection import BrokerConnection, Channel
-from .errors import ClientClosed, ClientError, NotFound, Timeout
+from .errors import ClientClosed, ClientError, NotFound, Timeout, Unauthorized
 from .pool import ConnectionPool
 from .topic_layout import TopicLayout
 
@@ -100,6 +100,9 @@ class TopicWatcher:
             try:
                 await self._watch_once(backoff)
             except NotFound as error:  # never created, or deleted while we were away
+                self._end(error)
+                return
+            except Unauthorized as error:  # a wrong token: asking again gets the same answer
                 self._end(error)
                 return
             except ClientError as error:

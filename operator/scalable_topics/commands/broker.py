@@ -8,6 +8,7 @@ from pathlib import Path
 
 from .controller import add_auth_token_flags, auth_token
 from .store_flags import add_store_budget_flags
+from .timeout_flags import add_timeout_flags, timeouts
 
 
 def _run_broker(args: argparse.Namespace) -> int:
@@ -40,6 +41,7 @@ def _run_broker(args: argparse.Namespace) -> int:
             system_namespace=args.system_namespace,
             max_segments=args.max_segments,
             max_open_files=args.max_open_files,
+            **timeouts(args),
         )
     except ValidationError as error:
         print(f"stctl broker: invalid settings: {error}", file=sys.stderr)
@@ -113,6 +115,7 @@ def add_broker(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="when the log fsyncs: batch (before acknowledging, the default), interval, none",
     )
     add_auth_token_flags(broker, "require this token from clients and admin requests")
+    add_timeout_flags(broker)
     broker.add_argument(
         "--system-namespace",
         default="scalable-topics",

@@ -9,6 +9,7 @@ import signal
 from pathlib import Path
 
 from .store_flags import add_store_budget_flags
+from .timeout_flags import add_timeout_flags, timeouts
 
 COMMAND = "stctl standalone"
 
@@ -72,6 +73,7 @@ def _run_standalone(args: argparse.Namespace) -> int:
         controller_port=controller_port,
         store_budget=budget,
         kube_api_port=kube_api_port,
+        timeouts=timeouts(args),
     )
     try:
         settings.log_dir.mkdir(parents=True, exist_ok=True)
@@ -171,4 +173,5 @@ def add_standalone(commands: argparse._SubParsersAction[argparse.ArgumentParser]
         "--no-kube-api", action="store_true", help="do not serve the Kubernetes API"
     )
     add_store_budget_flags(standalone)
+    add_timeout_flags(standalone)
     standalone.set_defaults(run=_run_standalone)

@@ -21,14 +21,14 @@ import errno
 import logging
 import os
 import socket
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import aiohttp
 from aiohttp import web
 
-from ..broker.app import build_app
+from ..broker.app import build_app, runner_options
 from ..broker.config import BrokerConfig
 from ..controller.leader import ElectionTiming
 from ..controller.manager import ControllerConfig, ControllerManager
@@ -62,6 +62,8 @@ class StandaloneSettings:
     # Each process's store client: this one (controller and broker-0) and each child broker.
     store_budget: BudgetSettings | None = None  # None: the embedded store's default
     kube_api_port: int | None = None  # None: no Kubernetes API; 0: a free port
+    # Every broker's connection timeouts given by flags (BrokerConfig fields); others default.
+    timeouts: Mapping[str, float] = field(default_factory=dict)
 
     @property
     def kubeconfig(self) -> Path:
@@ -124,6 +126,7 @@ class StandaloneSystem:
                     log_path=settings.log_dir / f"{settings.broker_id(index)}.log",
                     address_file=settings.data_dir / f"{settings.broker_id(index)}.address",
                     store_budget=settings.store_budget,
+                    timeouts=settings.timeouts,
                 )
             )
             for index in range(1, settings.brokers)
@@ -211,9 +214,10 @@ class StandaloneSystem:
             port=self._broker_port,
             broker_id=settings.broker_id(0),
             system_namespace=SYSTEM_NAMESPACE,
+            **settings.timeouts,
         )
         config.data_dir.mkdir(parents=True, exist_ok=True)
-        self._runner = web.AppRunner(build_app(config, store, informers))
+        self._runner = web.AppRunner(build_app(config, store, informers), **runner_options(config))
         await self._runner.setup()
         await web.SockSite(self._runner, sock).start()
 

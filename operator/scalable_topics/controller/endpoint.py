@@ -14,6 +14,11 @@ way.
 
 When the connection drops, each registration on it is *detached*, not removed: the consumer
 keeps its segments for the grace period (seed: Consumer Session Lifecycle).
+
+Connections end as a broker's client connections do (docs/protocol.md, section 4): the Error
+first, then the close code of ``close_code_for`` (1003 for a text message, 1001 when the
+controller stops); a watchdog closes a connection with no Connect within ``CONNECT_SECONDS``
+of the upgrade, or one that falls silent (``ws_watchdog.py``).
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from collections.abc import AsyncIterator, Coroutine
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
-from aiohttp import WSCloseCode, WSMsgType, web
+from aiohttp import WSMsgType, web
 
 from ..credentials import same_secret
 from ..protocol import (
@@ -34,6 +39,7 @@ from ..protocol import (
     DEFAULT_MAX_MESSAGE_BYTES,
     SUPPORTED_VERSIONS,
     AcquireExclusive,
+    CloseCode,
     Command,
     Connect,
     Connected,
@@ -49,12 +55,14 @@ from ..protocol import (
     Sender,
     Success,
     UnregisterConsumer,
+    close_code_for,
     decode_frame,
     encode_frame,
     negotiate_version,
 )
 from ..store.informers import Informers
 from ..tasks import cancel_and_wait
+from ..ws_watchdog import Watchdog
 from .consumers import ConsumerCoordinators, ConsumerRefused, Grant, TopicConsumers
 from .endpoint_grants import GrantRequests
 from .metrics import ControllerMetrics
@@ -63,6 +71,7 @@ from .producer_grants import GrantRefused, ProducerGrantCoordinators, TopicProdu
 log = logging.getLogger(__name__)
 
 ENDPOINT_PATH = "/ws"
+CONNECT_SECONDS = 10.0  # a broker sends Connect at once
 COORDINATORS_KEY = web.AppKey("consumer_coordinators", ConsumerCoordinators)
 GRANTS_KEY = web.AppKey("producer_grants", ProducerGrantCoordinators)
 
@@ -115,7 +124,7 @@ async def _close_sockets(app: web.Application) -> None:
     # Open WebSockets would hold the shutdown until its timeout; brokers reconnect anyway.
     sockets: set[web.WebSocketResponse] = app[SOCKETS_KEY]
     for ws in list(sockets):
-        await ws.close(code=WSCloseCode.GOING_AWAY, message=b"controller shutting down")
+        await ws.close(code=CloseCode.GOING_AWAY, message=b"controller shutting down")
 
 
 async def _healthz(_: web.Request) -> web.Response:
@@ -132,7 +141,8 @@ async def _readyz(request: web.Request) -> web.Response:
 
 
 async def _websocket(request: web.Request) -> web.WebSocketResponse:
-    ws = web.WebSocketResponse(max_msg_size=DEFAULT_MAX_FRAME_BYTES, heartbeat=30)
+    # No aiohttp heartbeat and no autoping: the session's watchdog pings (see ws_watchdog.py).
+    ws = web.WebSocketResponse(max_msg_size=DEFAULT_MAX_FRAME_BYTES, autoping=False)
     await ws.prepare(request)
     sockets: set[web.WebSocketResponse] = request.app[SOCKETS_KEY]
     sockets.add(ws)
@@ -209,21 +219,15 @@ class EndpointSession:
         self._outbox: asyncio.Queue[Command | None] = asyncio.Queue()  # None: the end
         self._tasks: set[asyncio.Task[None]] = set()
         self._closing = False
+        self._watchdog = Watchdog(ws, CONNECT_SECONDS)
 
     async def serve(self) -> None:
         writer = asyncio.get_running_loop().create_task(self._write())
+        self._watchdog.start()
         try:
-            async for frame in self._ws:
-                if frame.type is WSMsgType.BINARY:
-                    if not await self._handle(frame.data):
-                        break
-                elif frame.type is WSMsgType.TEXT:
-                    self.enqueue(
-                        Error(None, ErrorCode.MALFORMED_FRAME, "frames must be binary messages")
-                    )
-                elif frame.type is WSMsgType.ERROR:
-                    break
+            ending = await self._read()
         finally:
+            await self._watchdog.stop()
             self._closing = True
             for registration in list(self._registrations.values()):
                 registration.coordinator.detach(
@@ -237,6 +241,29 @@ class EndpointSession:
                 async with asyncio.timeout(1):
                     await asyncio.shield(writer)
             await cancel_and_wait(writer)
+        if ending is not None:
+            code, reason = ending
+            await self._ws.close(code=code, message=reason.encode())
+
+    async def _read(self) -> tuple[CloseCode, str] | None:
+        """Serve frames until the broker closes (None) or a frame ends the connection: then
+        the close code and reason to close with, once the Error naming the problem is out."""
+        async for frame in self._ws:
+            self._watchdog.heard()
+            if frame.type is WSMsgType.BINARY:
+                fatal = await self._handle(frame.data)
+                if fatal is not None:
+                    return close_code_for(fatal) or CloseCode.PROTOCOL_ERROR, fatal.value
+            elif frame.type is WSMsgType.TEXT:
+                self.enqueue(
+                    Error(None, ErrorCode.MALFORMED_FRAME, "frames must be binary messages")
+                )
+                return CloseCode.UNSUPPORTED_DATA, "binary messages only"
+            elif frame.type is WSMsgType.PING:
+                await self._ws.pong(frame.data)
+            elif frame.type is WSMsgType.ERROR:
+                return None  # aiohttp closed it (1009 for a message above its size limit)
+        return None
 
     def enqueue(self, command: Command) -> None:
         self._outbox.put_nowait(command)
@@ -254,24 +281,24 @@ class EndpointSession:
             except ConnectionError:
                 log.debug("broker went away while sending %s", type(command).__name__)
 
-    async def _handle(self, data: bytes) -> bool:
-        """Handle one frame; False when the connection must close."""
+    async def _handle(self, data: bytes) -> ErrorCode | None:
+        """Handle one frame; the error code when the connection must close."""
         try:
             command = decode_frame(data)
         except ProtocolError as error:
             self.enqueue(Error.from_protocol_error(error))
-            return not error.code.closes_connection
+            return error.code if error.code.closes_connection else None
         if self._version is None and not isinstance(command, Connect):
             self.enqueue(
                 Error(None, ErrorCode.NOT_CONNECTED, f"{type(command).__name__} before Connect")
             )
-            return False
+            return ErrorCode.NOT_CONNECTED
         try:
             self._dispatch(command)
         except _Refused as refusal:
             self.enqueue(Error(_request_id(command), refusal.code, str(refusal)))
-            return not refusal.code.closes_connection
-        return True
+            return refusal.code if refusal.code.closes_connection else None
+        return None
 
     def _dispatch(self, command: Command) -> None:
         match command:
@@ -317,6 +344,7 @@ class EndpointSession:
                 f"the peer offered {list(command.protocol_versions)}",
             )
         self._version = version
+        self._watchdog.connected()
         self.enqueue(
             Connected(
                 command.request_id,

@@ -6,6 +6,7 @@ Brokers and clients exchange binary WebSocket messages, each one frame holding o
 
 from ..model.resources import ProducerAccessMode
 from ..model.segment import SegmentState
+from .close_codes import CloseCode, close_code_for
 from .codec import decode_frame, encode_frame
 from .commands import (
     COMMAND_CLASSES,
@@ -80,6 +81,7 @@ __all__ = [
     "AcquireExclusive",
     "AssignedSegment",
     "BatchMessage",
+    "CloseCode",
     "Command",
     "CommandType",
     "Connect",
@@ -126,6 +128,7 @@ __all__ = [
     "WatchClose",
     "WatchClosed",
     "WatchTopic",
+    "close_code_for",
     "decode_frame",
     "encode_frame",
     "negotiate_version",
