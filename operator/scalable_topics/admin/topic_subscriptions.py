@@ -16,7 +16,7 @@ from ..model.resources import ScalableTopic, SubscriptionSpec
 from ..store import Conflict, Store
 from .errors import SubscriptionExists, SubscriptionNotFound
 from .topic_views import subscription_rows
-from .topics import read_topic, validation_message
+from .topics import check_subscription_name, read_topic, validation_message
 
 _ATTEMPTS = 20
 
@@ -25,6 +25,7 @@ Edit = Callable[[list[dict[str, Any]]], list[dict[str, Any]]]
 
 def subscription_spec(name: str, subscription_type: str) -> SubscriptionSpec:
     """Raise ValueError naming the field the resource model refuses."""
+    check_subscription_name(name)
     try:
         return SubscriptionSpec.model_validate({"name": name, "type": subscription_type})
     except ValidationError as error:

@@ -11,8 +11,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from pydantic import ValidationError
+
 from ..model.layout import SegmentLayout
-from ..model.resources import ScalableTopic, Segment
+from ..model.resources import ScalableTopic
 from ..model.segment import SegmentInfo
 
 
@@ -40,6 +42,65 @@ class TopicSummary:
             "controller": self.controller,
             "deleting": self.deleting,
         }
+
+
+def summarize_stored(raw: Mapping[str, Any]) -> TopicSummary:
+    """The summary of a stored topic, read field by field when the model refuses it (a topic
+    stored by an older release or written to the store directly): listing and deleting never
+    fail on one topic's content."""
+    try:
+        return summarize(ScalableTopic.model_validate(raw))
+    except ValidationError:
+        pass
+    metadata, status = _mapping(raw.get("metadata")), _mapping(raw.get("status"))
+    segments = [_mapping(s) for s in _list(status.get("segments"))]
+    phase, epoch = status.get("phase"), status.get("epoch")
+    return TopicSummary(
+        namespace=str(metadata.get("namespace") or "default"),
+        name=str(metadata.get("name") or ""),
+        phase=phase if isinstance(phase, str) else None,
+        epoch=epoch if isinstance(epoch, int) else None,
+        active_segments=sum(1 for s in segments if s.get("state") == "Active"),
+        sealed_segments=sum(1 for s in segments if s.get("state") == "Sealed"),
+        subscriptions=tuple(
+            str(_mapping(s).get("name"))
+            for s in _list(_mapping(raw.get("spec")).get("subscriptions"))
+        ),
+        controller=_mapping(status.get("controller")).get("identity"),
+        deleting=metadata.get("deletionTimestamp") is not None,
+    )
+
+
+def _mapping(value: object) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _list(value: object) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentPlacement:
+    """What a Segment object says about its segment, read without the model: an object whose
+    spec the model refuses (made by an older release, or by hand) still shows where it is."""
+
+    segment_id: int
+    state: str | None
+    broker: str | None
+
+    @classmethod
+    def of(cls, raw: Mapping[str, Any]) -> SegmentPlacement | None:
+        """None when the object names no segment id."""
+        segment_id = _mapping(raw.get("spec")).get("segmentId")
+        if not isinstance(segment_id, int):
+            return None
+        status = _mapping(raw.get("status"))
+        state, broker = status.get("state"), status.get("broker")
+        return cls(
+            segment_id,
+            state if isinstance(state, str) else None,
+            broker if isinstance(broker, str) else None,
+        )
 
 
 def summarize(topic: ScalableTopic) -> TopicSummary:
@@ -136,20 +197,24 @@ class TopicDescription:
         }
 
 
-def describe(topic: ScalableTopic, segment_objects: Iterable[Segment]) -> TopicDescription:
+def describe(
+    topic: ScalableTopic, segment_objects: Iterable[Mapping[str, Any]]
+) -> TopicDescription:
     """Raise the model's CorruptLayout (a ValueError) when the stored layout is inconsistent."""
     layout = SegmentLayout.from_status(topic.status.to_wire()) if topic.status.segments else None
-    by_id: Mapping[int, Segment] = {s.spec.segment_id: s for s in segment_objects}
+    by_id = {
+        placement.segment_id: placement
+        for placement in map(SegmentPlacement.of, segment_objects)
+        if placement is not None
+    }
     views = []
     for info in layout.segments.values() if layout is not None else ():
-        segment = by_id.get(info.segment_id)
+        placement = by_id.get(info.segment_id)
         views.append(
             SegmentView(
                 info,
-                segment.status.state.value
-                if segment is not None and segment.status.state is not None
-                else None,
-                segment.status.broker if segment is not None else None,
+                placement.state if placement is not None else None,
+                placement.broker if placement is not None else None,
             )
         )
     return TopicDescription(topic, layout, tuple(views))

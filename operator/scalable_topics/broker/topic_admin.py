@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 
 from ..admin.broker_admin import BrokerAdmin
-from ..admin.errors import SubscriptionExists, SubscriptionNotFound
+from ..admin.errors import SubscriptionExists, SubscriptionNotFound, UnreadableTopic
 from ..admin.scale_requests import (
     OperationInProgress,
     RequestAbandoned,
@@ -33,7 +33,6 @@ from ..admin.scale_requests import (
 )
 from ..admin.stats_gather import gather_topic_stats
 from ..admin.topic_subscriptions import add_subscription, list_subscriptions, remove_subscription
-from ..admin.topic_views import summarize
 from ..admin.topics import (
     create_topic,
     delete_topic,
@@ -125,7 +124,7 @@ def _answering(handler: Handler) -> Handler:
         except AlreadyExists as error:
             message = f"topic {error.namespace}/{error.name} already exists"
             return _refusal(409, ALREADY_EXISTS, message)
-        except CorruptLayout as error:  # stored data, not the request, is at fault
+        except (CorruptLayout, UnreadableTopic) as error:  # stored data is at fault
             return _refusal(500, ErrorCode.INTERNAL_ERROR.value, str(error))
         except ValueError as error:
             return _refusal(400, ErrorCode.INVALID_REQUEST.value, str(error))
@@ -178,7 +177,7 @@ async def describe_topic_handler(request: web.Request) -> web.Response:
 
 async def delete_topic_handler(request: web.Request) -> web.Response:
     # 202: the controller's finalizer deletes the segments, then the topic goes.
-    return web.json_response(summarize(await delete_topic(*_topic(request))).to_dict(), status=202)
+    return web.json_response((await delete_topic(*_topic(request))).to_dict(), status=202)
 
 
 async def list_subscriptions_handler(request: web.Request) -> web.Response:

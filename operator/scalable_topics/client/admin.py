@@ -14,6 +14,7 @@ from urllib.parse import quote
 
 import aiohttp
 
+from ..model.resources import subscription_name_problem
 from ..protocol import ErrorCode
 from .admin_types import (
     DeclaredSubscription,
@@ -34,6 +35,7 @@ from .errors import (
     Timeout,
     Unauthorized,
 )
+from .names import check_subscription_name, checked_topic
 from .topic_layout import qualified_topic
 
 _REQUEST_SECONDS = 30.0
@@ -136,11 +138,17 @@ class Admin:
         """Create it; ``subscriptions`` are names (Queue) or (name, type) pairs, ``retention``
         has ``maxSizeBytes`` and/or ``maxAgeSeconds``, ``auto_scale`` is ``spec.autoScale``
         (camelCase keys). AlreadyExists when the name is taken; InvalidRequest naming the
-        field for an invalid one."""
+        field for an invalid one (ValueError, before anything is sent, for a name no broker
+        would take)."""
+        checked_topic(topic)  # before anything is sent
         declared = [
             {"name": s, "type": "Queue"} if isinstance(s, str) else {"name": s[0], "type": s[1]}
             for s in subscriptions
         ]
+        for index, entry in enumerate(declared):
+            problem = subscription_name_problem(entry["name"])
+            if problem is not None:
+                raise ValueError(f"invalid topic: spec.subscriptions.{index}.name: {problem}")
         body: dict[str, Any] = {
             "initialSegments": initial_segments,
             "subscriptions": declared,
@@ -169,7 +177,9 @@ class Admin:
     async def create_subscription(
         self, topic: str, name: str, type: str = "Queue"
     ) -> DeclaredSubscription:
-        """Declare it (it starts at the latest message); AlreadyExists when declared."""
+        """Declare it (it starts at the latest message); AlreadyExists when declared;
+        ValueError, before anything is sent, for a name no broker would take."""
+        check_subscription_name(name)
         path = f"{topic_path(topic)}/subscriptions/{quote(name, safe='')}"
         return cast(DeclaredSubscription, await self._call("PUT", path, {"type": type}))
 

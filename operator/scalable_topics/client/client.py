@@ -23,6 +23,7 @@ from ..protocol import InitialPosition
 from .admin import Admin
 from .checkpoint_consumer import CheckpointConsumer
 from .errors import ClientClosed, FailedSend, SendFailed
+from .names import check_subscription_name
 from .pool import ConnectionPool
 from .producer import Producer
 from .queue_consumer import QueueConsumer
@@ -234,6 +235,7 @@ class Client:
         redelivery. With ``max_redeliveries``, a message delivered that often is published to
         ``dead_letter_topic`` (default ``<topic>-dlq``, if that topic exists) and acknowledged.
         """
+        check_subscription_name(subscription, "subscription")
         watcher = await self.watch(topic)
         consumer = QueueConsumer(
             self,
@@ -261,6 +263,7 @@ class Client:
         spec), reading the segments the topic's controller assigns to ``consumer_name``: each
         key in order, acknowledged cumulatively. Consumers of one subscription share the
         segments; the name keeps a consumer's segments across reconnects."""
+        check_subscription_name(subscription, "subscription")
         watcher = await self.watch(topic)
         consumer = StreamConsumer(
             self, watcher, subscription, consumer_name, receive_queue_size=receive_queue_size
@@ -278,6 +281,7 @@ class Client:
         """A checkpoint consumer of ``subscription`` (declared with type Checkpoint): segments
         assigned as for a stream consumer, positions kept by the application with
         ``checkpoint()`` and ``seek()``."""
+        check_subscription_name(subscription, "subscription")
         watcher = await self.watch(topic)
         consumer = CheckpointConsumer(
             self, watcher, subscription, consumer_name, receive_queue_size=receive_queue_size
