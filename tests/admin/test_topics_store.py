@@ -173,7 +173,15 @@ async def test_describe_shows_the_dag_with_brokers(store: EmbeddedStore) -> None
     ]
     assert described["controller"] == {"identity": "c-0", "term": 0}
     assert described["subscriptions"] == [
-        {"name": "billing", "type": "Stream", "declared": True, "state": None, "consumers": []}
+        {
+            "name": "billing",
+            "type": "Stream",
+            "declared": True,
+            "state": None,
+            "consumers": [],
+            "segments": None,  # the store alone: the brokers were not asked
+            "attachedConsumers": None,
+        }
     ]
     assert described["spec"]["initialSegments"] == 2
     with pytest.raises(NotFound):

@@ -22,6 +22,9 @@ from .topic_views import SegmentPlacement
 from .topics import read_topic
 
 _PARALLELISM = 16
+# A broker that accepts and never answers must not hold describe, stats or a subscription
+# listing for the segment admin client's 30 s: it is reported as unavailable instead.
+ANSWER_SECONDS = 5.0
 _ATTEMPTS = 3
 
 
@@ -65,9 +68,14 @@ async def _gather_once(
             return info.segment_id, Unavailable("not placed on a broker yet")
         async with gate:
             try:
-                stats = await admin.stats(broker, namespace, name, info.descriptor)
+                async with asyncio.timeout(ANSWER_SECONDS):
+                    stats = await admin.stats(broker, namespace, name, info.descriptor)
             except BrokerUnreachable as error:
                 return info.segment_id, Unavailable(f"broker unreachable: {error}")
+            except TimeoutError:
+                return info.segment_id, Unavailable(
+                    f"broker {broker} did not answer within {ANSWER_SECONDS:g} s"
+                )
             except BrokerAdminError as error:
                 if error.code == ErrorCode.SEGMENT_NOT_FOUND and info.state is SegmentState.SEALED:
                     pruned.append(info.segment_id)

@@ -8,7 +8,7 @@ camelCase, the form the admin API answers with.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import ValidationError
@@ -142,23 +142,48 @@ class SegmentView:
         }
 
 
-def subscription_rows(topic: ScalableTopic) -> list[dict[str, Any]]:
-    """Declared subscriptions and the ones consumers created, with their state and consumers."""
+@dataclass(slots=True)
+class OnBrokers:
+    """One subscription as the segments' brokers report it, over the segments that answered."""
+
+    segments: list[int] = field(default_factory=list)  # ids of the segments that have it
+    attached: int = 0  # consumers attached to it, summed over segments
+    types: set[str] = field(default_factory=set)  # segment subscription types seen
+
+
+# What queue consumers (the only ones that need no declaration) subscribe segments as.
+_QUEUE_TYPES = frozenset({"Shared", "Key_Shared"})
+
+
+def subscription_rows(
+    topic: ScalableTopic, on_brokers: Mapping[str, OnBrokers] | None = None
+) -> list[dict[str, Any]]:
+    """Declared subscriptions, the ones consumers created (recorded in status by the
+    controller, or, with ``on_brokers``, found on the segments' brokers), with their state,
+    consumers, and where the brokers have them. A subscription not declared is a *runtime*
+    one: ``declared`` is false."""
     declared = {spec.name: spec.type.value for spec in topic.spec.subscriptions}
     recorded = {entry.name: entry for entry in topic.status.subscriptions}
     rows = []
-    for name in sorted(set(declared) | set(recorded)):
+    for name in sorted(set(declared) | set(recorded) | set(on_brokers or ())):
         entry = recorded.get(name)
+        seen = on_brokers.get(name) if on_brokers is not None else None
+        kind = declared.get(name) or (entry.type.value if entry else None)
+        if kind is None and seen is not None and seen.types and seen.types <= _QUEUE_TYPES:
+            kind = "Queue"
         rows.append(
             {
                 "name": name,
-                "type": declared.get(name) or (entry.type.value if entry else None),
+                "type": kind,
                 "declared": name in declared,
                 "state": entry.state.value if entry is not None and entry.state else None,
                 "consumers": [
                     {"name": c.name, "assignedSegments": list(c.assigned_segments)}
                     for c in (entry.consumers if entry is not None else ())
                 ],
+                # None: the brokers were not asked (what the store alone says).
+                "segments": (None if on_brokers is None else sorted(seen.segments) if seen else []),
+                "attachedConsumers": (None if on_brokers is None else seen.attached if seen else 0),
             }
         )
     return rows
@@ -169,6 +194,7 @@ class TopicDescription:
     topic: ScalableTopic
     layout: SegmentLayout | None  # None until a controller has created the topic
     segments: tuple[SegmentView, ...]
+    on_brokers: Mapping[str, OnBrokers] | None = None  # None: the brokers were not asked
 
     def to_dict(self) -> dict[str, Any]:
         topic, status = self.topic, self.topic.status
@@ -189,7 +215,7 @@ class TopicDescription:
             "pendingOperation": wire(status.pending_operation),
             "lastOperation": wire(status.last_operation),
             "producer": wire(status.producer),
-            "subscriptions": subscription_rows(topic),
+            "subscriptions": subscription_rows(topic, self.on_brokers),
             "conditions": [
                 c.model_dump(mode="json", by_alias=True, exclude_none=True)
                 for c in status.conditions
@@ -198,7 +224,9 @@ class TopicDescription:
 
 
 def describe(
-    topic: ScalableTopic, segment_objects: Iterable[Mapping[str, Any]]
+    topic: ScalableTopic,
+    segment_objects: Iterable[Mapping[str, Any]],
+    on_brokers: Mapping[str, OnBrokers] | None = None,
 ) -> TopicDescription:
     """Raise the model's CorruptLayout (a ValueError) when the stored layout is inconsistent."""
     layout = SegmentLayout.from_status(topic.status.to_wire()) if topic.status.segments else None
@@ -217,4 +245,4 @@ def describe(
                 placement.broker if placement is not None else None,
             )
         )
-    return TopicDescription(topic, layout, tuple(views))
+    return TopicDescription(topic, layout, tuple(views), on_brokers)

@@ -23,7 +23,7 @@ from ..model.resources import (
 )
 from ..store import Store
 from .errors import UnreadableTopic
-from .topic_views import TopicDescription, TopicSummary, describe, summarize_stored
+from .topic_views import OnBrokers, TopicDescription, TopicSummary, describe, summarize_stored
 
 
 def check_names(namespace: str, name: str) -> None:
@@ -113,12 +113,19 @@ async def read_topic(store: Store, namespace: str, name: str) -> ScalableTopic:
         raise UnreadableTopic(namespace, name, validation_message(error, "topic")) from None
 
 
-async def describe_topic(store: Store, namespace: str, name: str) -> TopicDescription:
+async def describe_topic(
+    store: Store,
+    namespace: str,
+    name: str,
+    on_brokers: Mapping[str, OnBrokers] | None = None,
+) -> TopicDescription:
+    """``on_brokers``: the subscriptions the segments' brokers have (runtime_subscriptions),
+    to show the ones consumers created beside the declared ones."""
     topic = await read_topic(store, namespace, name)
     listing = await store.list(
         Segment.KIND, namespace=namespace, label_selector=f"{TOPIC_LABEL}={name}"
     )
-    return describe(topic, listing.items)
+    return describe(topic, listing.items, on_brokers)
 
 
 async def delete_topic(store: Store, namespace: str, name: str) -> TopicSummary:

@@ -28,6 +28,7 @@ from .errors import (
     ClientClosed,
     ClientError,
     ConnectionFailed,
+    ConsumerBusy,
     InvalidRequest,
     NotFound,
     OperationInProgress,
@@ -86,6 +87,8 @@ def _refusal(status: int, payload: Any, fallback: str) -> ClientError:
     if code_text == "OperationInProgress":
         operation = body.get("operation")
         return OperationInProgress(message, operation if isinstance(operation, dict) else None)
+    if code is ErrorCode.CONSUMER_BUSY:
+        return ConsumerBusy(message, code)
     if status == 409:
         return InvalidRequest(message, code)
     kind = _BY_STATUS.get(status, ServerError if status >= 500 else InvalidRequest)
@@ -184,9 +187,15 @@ class Admin:
         return cast(DeclaredSubscription, await self._call("PUT", path, {"type": type}))
 
     async def delete_subscription(self, topic: str, name: str) -> None:
+        """Undeclare a declared subscription (the controller deletes it from every segment),
+        or delete one a consumer created from every segment's broker at once: NotFound when
+        neither has it, ConsumerBusy while consumers are attached to a runtime one,
+        ServerError when a segment's broker does not answer (ask again)."""
         await self._call("DELETE", f"{topic_path(topic)}/subscriptions/{quote(name, safe='')}")
 
     async def list_subscriptions(self, topic: str) -> list[SubscriptionDescription]:
+        """Declared subscriptions and the ones consumers created (``declared`` false), with
+        the segments whose brokers have each."""
         path = f"{topic_path(topic)}/subscriptions"
         return cast(list[SubscriptionDescription], await self._call("GET", path))
 

@@ -51,18 +51,24 @@ def operation_line(operation: Operation | None) -> str:
 
 
 def subscription_table(subscriptions: Sequence[SubscriptionDescription]) -> list[str]:
-    rows = [["NAME", "TYPE", "DECLARED", "STATE", "CONSUMERS"]]
+    """DECLARED says ``no (runtime)`` for a subscription a consumer created; SEGMENTS and
+    ATTACHED are what the segments' brokers have of it (``-`` when they were not asked),
+    CONSUMERS the registrations of stream and checkpoint consumers."""
+    rows = [["NAME", "TYPE", "DECLARED", "STATE", "SEGMENTS", "ATTACHED", "CONSUMERS"]]
     for sub in subscriptions:
         consumers = [
             f"{c['name']}[{','.join(str(i) for i in c['assignedSegments'])}]"
             for c in sub["consumers"]
         ]
+        segments = sub.get("segments")
         rows.append(
             [
                 sub["name"],
                 text(sub["type"]),
-                "yes" if sub["declared"] else "no",
+                "yes" if sub["declared"] else "no (runtime)",
                 text(sub["state"]),
+                text(None if segments is None else len(segments)),
+                text(sub.get("attachedConsumers")),
                 text(consumers),
             ]
         )
