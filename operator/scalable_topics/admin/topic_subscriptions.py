@@ -89,6 +89,9 @@ async def remove_subscription(
         if brokers is None:
             raise
     topic = await read_topic(store, namespace, name)
+    if any(e.name == subscription and e.state is not None for e in topic.status.subscriptions):
+        # Undeclared already: the controller is deleting it from every segment.
+        raise SubscriptionNotFound(namespace, name, subscription)
     await delete_runtime_subscription(store, brokers, topic, subscription)
     return topic
 

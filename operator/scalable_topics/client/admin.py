@@ -23,6 +23,7 @@ from .admin_types import (
     TopicDescription,
     TopicSummary,
 )
+from .connect_errors import connect_failure
 from .errors import (
     AlreadyExists,
     ClientClosed,
@@ -39,6 +40,8 @@ from .errors import (
 from .names import check_subscription_name, checked_topic
 from .topic_layout import qualified_topic
 
+DEFAULT_CONNECT_TIMEOUT = 5.0  # the Client's too
+
 _REQUEST_SECONDS = 30.0
 # A split or merge answer comes after the controller's; the HTTP wait covers it with room.
 _SCALING_SLACK_SECONDS = 30.0
@@ -54,19 +57,25 @@ _BY_STATUS: Mapping[int, type[ClientError]] = {
 def admin_urls(service_url: str) -> tuple[str, ...]:
     """The HTTP bases of ``service_url``: comma-separated ws://, wss://, http:// or https://
     URLs, WebSocket ones mapped to their HTTP(S) form."""
-    urls = []
-    for url in (part.strip().rstrip("/") for part in service_url.split(",")):
-        if not url:
+    return tuple(_as_given(service_url))
+
+
+def _as_given(service_url: str) -> dict[str, str]:
+    """Each HTTP base of ``service_url`` -> the URL as given (what messages name)."""
+    urls = {}
+    for given in (part.strip().rstrip("/") for part in service_url.split(",")):
+        if not given:
             continue
+        url = given
         for websocket, http in (("ws://", "http://"), ("wss://", "https://")):
             if url.startswith(websocket):
                 url = http + url.removeprefix(websocket)
         if not url.startswith(("http://", "https://")) or not url.split("://", 1)[1]:
             raise ValueError(f"a broker URL looks like ws://HOST:PORT, not {url!r}")
-        urls.append(url)
+        urls[url] = given
     if not urls:
         raise ValueError("the service URL names no broker, e.g. ws://127.0.0.1:6650")
-    return tuple(urls)
+    return urls
 
 
 def topic_path(topic: str) -> str:
@@ -102,8 +111,15 @@ class Admin:
         auth_token: str | None = None,
         *,
         http: aiohttp.ClientSession | None = None,
+        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
     ) -> None:
-        self.urls = admin_urls(service_url)
+        """``connect_timeout``: seconds connecting to a broker (TCP, TLS) may take before the
+        next URL is tried; ConnectionFailed, naming each URL and why, when none can be."""
+        if connect_timeout <= 0:
+            raise ValueError("connect_timeout must be positive (seconds)")
+        self._given = _as_given(service_url)
+        self.urls = tuple(self._given)
+        self._connect_timeout = connect_timeout
         self._headers = {"Authorization": f"Bearer {auth_token}"} if auth_token else {}
         self._http = http
         self._owns_http = http is None
@@ -245,14 +261,16 @@ class Admin:
         for url in order:
             try:
                 answer = await self._exchange(session, method, url + path, body, wait_seconds)
-            except aiohttp.ClientConnectorError as error:
-                failures.append(f"{url}: {error}")
+            except (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError) as error:
+                # Nothing was sent: the next broker can be asked without doing it twice.
+                reason = connect_failure(error, self._connect_timeout)
+                failures.append(f"{self._given[url]}: {reason}")
                 continue
             self._preferred = self.urls.index(url)
             return answer
+        where = failures[0] if len(failures) == 1 else f"any broker: {'; '.join(failures)}"
         raise ConnectionFailed(
-            f"no broker answered ({'; '.join(failures)}); is `stctl standalone` (or a "
-            "broker) running at that URL?"
+            f"cannot connect to {where}; is `stctl standalone` (or a broker) running there?"
         )
 
     async def _exchange(
@@ -264,7 +282,7 @@ class Admin:
                 url,
                 json=body,
                 headers=self._headers,
-                timeout=aiohttp.ClientTimeout(total=seconds),
+                timeout=aiohttp.ClientTimeout(total=seconds, connect=self._connect_timeout),
             ) as response:
                 payload = (
                     await response.json() if response.content_type == "application/json" else None
@@ -273,7 +291,7 @@ class Admin:
                     fallback = f"{method} {url} answered {response.status} {response.reason}"
                     raise _refusal(response.status, payload, fallback)
                 return payload
-        except aiohttp.ClientConnectorError:
+        except (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError):
             raise
         except aiohttp.ClientError as error:
             raise ConnectionFailed(f"{method} {url}: {error or type(error).__name__}") from error

@@ -10,11 +10,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import math
 import os
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
-from ..client.admin import Admin
+from ..client.admin import DEFAULT_CONNECT_TIMEOUT, Admin
 from ..client.errors import ClientError
 from .output import OUTPUT_FORMATS, fail
 
@@ -36,6 +37,24 @@ def add_connection_arguments(parser: argparse.ArgumentParser) -> None:
         default=os.environ.get(TOKEN_VARIABLE),
         help=f"the brokers' admin token (default ${TOKEN_VARIABLE})",
     )
+    parser.add_argument(
+        "--connect-timeout",
+        type=_seconds,
+        default=DEFAULT_CONNECT_TIMEOUT,
+        metavar="SECONDS",
+        help="give up connecting to a broker (TCP, TLS, the handshake) after this long, "
+        f"naming the URL and why (default {DEFAULT_CONNECT_TIMEOUT:g})",
+    )
+
+
+def _seconds(value: str) -> float:
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = math.nan
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, not {value!r}")
+    return seconds
 
 
 def add_topic_arguments(parser: argparse.ArgumentParser) -> None:
@@ -68,7 +87,7 @@ def run_admin(args: argparse.Namespace, command: str, work: AdminWork) -> int:
     """Run ``work`` with an Admin on ``--url``; a refusal is one line on stderr and exit 1."""
 
     async def run() -> int:
-        async with Admin(args.url, args.auth_token) as admin:
+        async with Admin(args.url, args.auth_token, connect_timeout=args.connect_timeout) as admin:
             return await work(admin)
 
     return run_command(command, run)

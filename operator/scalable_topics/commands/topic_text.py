@@ -65,7 +65,7 @@ def subscription_table(subscriptions: Sequence[SubscriptionDescription]) -> list
             [
                 sub["name"],
                 text(sub["type"]),
-                "yes" if sub["declared"] else "no (runtime)",
+                _declared(sub),
                 text(sub["state"]),
                 text(None if segments is None else len(segments)),
                 text(sub.get("attachedConsumers")),
@@ -73,6 +73,13 @@ def subscription_table(subscriptions: Sequence[SubscriptionDescription]) -> list
             ]
         )
     return columns(rows)
+
+
+def _declared(subscription: SubscriptionDescription) -> str:
+    if subscription["declared"]:
+        return "yes"
+    # Undeclared with a state: the controller is deleting it; without, a consumer made it.
+    return "no" if subscription["state"] else "no (runtime)"
 
 
 def describe_text(topic: TopicDescription) -> str:
