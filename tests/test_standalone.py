@@ -373,6 +373,25 @@ async def test_stctl_topic_and_subscription_commands(tmp_path: Path) -> None:
         code, _, err = await stctl(url, "subscriptions", "delete", "orders")
         assert code == 2 and "SUBSCRIPTION" in err
 
+        # A subscription a consumer made: listed as runtime, deleted from every segment.
+        code, _, err = await stctl(url, "produce", "default/orders", "-m", "one")
+        assert (code, err) == (0, "")
+        code, out, err = await stctl(
+            url, "consume", "orders", "-n", "default", "-s", "adhoc", "-c", "1"
+        )
+        assert (code, err) == (0, "") and out.endswith(" key=- one\n")
+        code, out, _ = await stctl(url, "subscriptions", "list", "default/orders", "-o", "json")
+        [adhoc] = [s for s in json.loads(out) if s["name"] == "adhoc"]
+        # No consumer is attached any more: the brokers no longer know its type.
+        assert (adhoc["declared"], adhoc["type"], adhoc["segments"]) == (False, None, [0, 1])
+        code, out, _ = await stctl(url, "subscriptions", "list", "orders")
+        [row] = [line for line in out.splitlines() if line.startswith("adhoc ")]
+        assert "no (runtime)" in row
+        code, out, err = await stctl(url, "subscriptions", "delete", "orders", "adhoc")
+        assert (code, out, err) == (0, "subscription adhoc removed from topic default/orders\n", "")
+        code, out, _ = await stctl(url, "subscriptions", "list", "orders", "-o", "json")
+        assert "adhoc" not in [s["name"] for s in json.loads(out)]
+
         code, out, _ = await stctl(url, "topics", "delete", "orders")
         assert (code, out) == (0, "topic default/orders is being deleted\n")
         async with asyncio.timeout(30):

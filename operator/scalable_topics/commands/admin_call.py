@@ -20,6 +20,7 @@ from ..client.errors import ClientError
 from .output import OUTPUT_FORMATS, fail
 
 DEFAULT_URL = "ws://127.0.0.1:6650"
+DEFAULT_NAMESPACE = "default"
 URL_VARIABLE, TOKEN_VARIABLE = "STCTL_URL", "STCTL_AUTH_TOKEN"
 
 AdminWork = Callable[[Admin], Awaitable[int]]
@@ -57,15 +58,28 @@ def _seconds(value: str) -> float:
     return seconds
 
 
-def add_topic_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("name", metavar="NAME", help="the topic's name")
+def add_topic_name(parser: argparse.ArgumentParser) -> None:
+    """The one spelling of a topic on every command: ``TOPIC`` is ``NAME`` (in ``-n NS``, by
+    default ``default``) or ``NAMESPACE/NAME``."""
+    parser.add_argument(
+        "topic",
+        metavar="TOPIC",
+        help="the topic: NAME (in the namespace -n gives) or NAMESPACE/NAME",
+    )
     add_namespace_argument(parser)
+
+
+def add_topic_arguments(parser: argparse.ArgumentParser) -> None:
+    add_topic_name(parser)
     add_connection_arguments(parser)
 
 
 def add_namespace_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "-n", "--namespace", default="default", help="the topic's namespace (default: default)"
+        "-n",
+        "--namespace",
+        default=None,
+        help=f"the topic's namespace (default: {DEFAULT_NAMESPACE})",
     )
 
 
@@ -75,12 +89,23 @@ def add_output_argument(parser: argparse.ArgumentParser) -> None:
         "--output",
         choices=OUTPUT_FORMATS,
         default="table",
-        help="table (default) for people, json for scripts",
+        help="table or text (the same: for people, the default), or json for scripts",
     )
 
 
 def topic_of(args: argparse.Namespace) -> str:
-    return f"{args.namespace}/{args.name}"
+    """``NAMESPACE/NAME`` of the command's TOPIC and -n; ValueError (exit 2) when they name
+    different namespaces or TOPIC is malformed."""
+    namespace, slash, name = args.topic.rpartition("/")
+    if not slash:
+        return f"{args.namespace or DEFAULT_NAMESPACE}/{name}"
+    if not namespace or not name or "/" in namespace:
+        raise ValueError(f"a topic is named NAME or NAMESPACE/NAME, not {args.topic!r}")
+    if args.namespace is not None and args.namespace != namespace:
+        raise ValueError(
+            f"topic {args.topic!r} is in namespace {namespace!r}, but -n says {args.namespace!r}"
+        )
+    return f"{namespace}/{name}"
 
 
 def run_admin(args: argparse.Namespace, command: str, work: AdminWork) -> int:

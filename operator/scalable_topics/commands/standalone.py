@@ -25,7 +25,7 @@ def _hint(service_url: str, default_url: str) -> str:
             "Try:",
             f"  stctl topics create orders --segments 2 --subscription billing:Stream{url}",
             f"  stctl produce orders -m hello -m world{url}",
-            f"  stctl consume orders -s billing -n 2{url}",
+            f"  stctl consume orders -s billing -c 2{url}",
             f"  stctl topics describe orders{url}",
             "Stop with Ctrl-C.",
         ]
