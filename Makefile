@@ -32,6 +32,7 @@ crds: install
 bench: install
 	$(BIN)/python benchmarks/bench_segment_log.py
 	$(BIN)/python benchmarks/bench_broker.py
+	$(BIN)/python benchmarks/bench_backlog_counts.py
 	$(BIN)/python benchmarks/bench_scaling.py
 	$(BIN)/python benchmarks/bench_client.py
 	$(BIN)/python benchmarks/bench_control_plane.py --topics 1000 --topics 10000
