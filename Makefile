@@ -33,6 +33,7 @@ bench: install
 	$(BIN)/python benchmarks/bench_segment_log.py
 	$(BIN)/python benchmarks/bench_broker.py
 	$(BIN)/python benchmarks/bench_connections.py
+	$(BIN)/python benchmarks/bench_backlog_counts.py
 	$(BIN)/python benchmarks/bench_scaling.py
 	$(BIN)/python benchmarks/bench_client.py
 	$(BIN)/python benchmarks/bench_control_plane.py --topics 1000 --topics 10000

@@ -26,7 +26,7 @@ head -n 3 "${DATA_DIR}/standalone.out"
 step stctl topics create orders --segments 2 --subscription billing:Stream --subscription audit
 step stctl produce orders --key-separator=: \
     -m customer-1:order-1 -m customer-2:order-2 -m customer-1:order-3 -m customer-3:order-4
-step stctl consume orders -s billing -n 4
+step stctl consume orders -s billing -c 4
 
 # Keep producing (500 msg/s, 20 keys) while segment 0 is split into two children.
 for i in $(seq 1 3000); do echo "customer-$((i % 20)):order-${i}"; done > "${DATA_DIR}/orders.txt"

@@ -18,7 +18,9 @@ import yaml
 from pydantic import BaseModel
 
 from .model.resources import (
+    DNS_LABEL_RULE,
     GROUP,
+    NAME_PATTERN,
     TOPIC_LABEL,
     TOPIC_NAME_MAX,
     VERSION,
@@ -166,7 +168,12 @@ def custom_resource_definitions() -> dict[str, Schema]:
                 "rule": f"self.metadata.name.size() <= {TOPIC_NAME_MAX}",
                 "message": f"metadata.name: a topic name has at most {TOPIC_NAME_MAX} "
                 f"characters (it is the value of its Segments' {TOPIC_LABEL} label)",
-            }
+            },
+            {
+                # The API server takes any DNS subdomain ("my.topic"); its Segments cannot.
+                "rule": f"self.metadata.name.matches('{NAME_PATTERN}')",
+                "message": f"metadata.name: a topic name is a DNS label: {DNS_LABEL_RULE} (no '.')",
+            },
         ],
     )
     segment = _crd(

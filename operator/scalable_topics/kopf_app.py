@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,6 +50,35 @@ class WatchTimeouts:
     client: float = 330.0
     connect: float = 10.0
     inactivity: float = 360.0
+
+
+class RetryForever:
+    """kopf's ``networking.error_backoffs`` that never run out: 1, 2, 4... up to 30 s, then
+    30 s for ever. kopf escalates a request that fails past its backoffs and stops the whole
+    operator; an API server that is away for a while is no reason to (the informers and the
+    readiness probe say it is away). An iterable, not a sized sequence: kopf iterates it afresh
+    for every request and, not knowing a count, never gives up."""
+
+    def __iter__(self) -> Iterator[float]:
+        delay = 1.0
+        while True:
+            yield delay
+            delay = min(delay * 2, 30.0)
+
+
+class RetriesAsWarnings(logging.Filter):
+    """kopf logs each failed attempt of a request it will retry at ERROR; a retry by design is
+    a WARNING (one line per attempt: kopf adds no traceback to these)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if (
+            record.name.startswith("kopf")
+            and record.levelno == logging.ERROR
+            and record.getMessage().startswith("Request attempt")
+            and "will retry" in record.getMessage()
+        ):
+            record.levelno, record.levelname = logging.WARNING, "WARNING"
+        return True
 
 
 def connection_info(configuration: Any) -> kopf.ConnectionInfo:
@@ -116,6 +146,7 @@ class OperatorApp:
         settings.watching.connect_timeout = timeouts.connect
         settings.watching.inactivity_timeout = timeouts.inactivity
         settings.networking.connect_timeout = timeouts.connect
+        settings.networking.error_backoffs = RetryForever()
         settings.persistence.finalizer = f"{KOPF_PREFIX}/finalizer"
         settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=KOPF_PREFIX)
         settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(

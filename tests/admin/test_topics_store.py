@@ -68,13 +68,37 @@ def test_an_invalid_topic_names_the_field(arguments: dict[str, object], named: s
 
 
 @pytest.mark.parametrize(
-    ("namespace", "name"), [("Default", "orders"), ("default", "Orders_1"), ("default", "o" * 64)]
+    ("namespace", "name", "field"),
+    [
+        ("Default", "orders", "metadata.namespace"),
+        ("", "orders", "metadata.namespace"),
+        ("default", "Orders_1", "metadata.name"),
+        ("default", "o" * 64, "metadata.name"),
+        ("default", "my.orders", "metadata.name"),
+    ],
 )
-def test_names_must_be_dns_labels(namespace: str, name: str) -> None:
-    """At most 63 characters: a topic's name labels its Segments (a 64-character name once
-    made a topic whose Segments could not be created)."""
-    with pytest.raises(ValueError, match="not a DNS label"):
+def test_names_must_be_dns_labels(namespace: str, name: str, field: str) -> None:
+    """At most 63 characters and no '.': a topic's name labels its Segments (a 64-character
+    name once made a topic whose Segments could not be created)."""
+    with pytest.raises(ValueError, match="invalid topic: ") as refused:
         topic_manifest(namespace, name)
+    assert str(refused.value).startswith(f"invalid topic: {field}: ")
+    assert "at most 63 lower-case letters, digits and '-'" in str(refused.value) or (
+        "must not be empty" in str(refused.value)
+    )
+
+
+async def test_a_subscription_name_is_checked_before_anything_is_written(
+    store: EmbeddedStore,
+) -> None:
+    await create_topic(store, topic_manifest("default", "orders"))
+    before = await store.get(ScalableTopic.KIND, "default", "orders")
+    for bad in ("bad name", "-starts-with-a-dash", "x" * 129, ""):
+        with pytest.raises(ValueError, match="invalid subscription: name: ") as refused:
+            await add_subscription(store, "default", "orders", bad)
+        assert "subscription name" in str(refused.value)
+    after = await store.get(ScalableTopic.KIND, "default", "orders")
+    assert after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
 
 
 async def test_list_summarizes_one_namespace_or_all(store: EmbeddedStore) -> None:
@@ -149,7 +173,15 @@ async def test_describe_shows_the_dag_with_brokers(store: EmbeddedStore) -> None
     ]
     assert described["controller"] == {"identity": "c-0", "term": 0}
     assert described["subscriptions"] == [
-        {"name": "billing", "type": "Stream", "declared": True, "state": None, "consumers": []}
+        {
+            "name": "billing",
+            "type": "Stream",
+            "declared": True,
+            "state": None,
+            "consumers": [],
+            "segments": None,  # the store alone: the brokers were not asked
+            "attachedConsumers": None,
+        }
     ]
     assert described["spec"]["initialSegments"] == 2
     with pytest.raises(NotFound):

@@ -230,4 +230,4 @@ async def test_no_reachable_broker_fails_with_a_hint() -> None:
     async with Admin(url) as admin:
         with pytest.raises(ConnectionFailed, match="stctl standalone") as failed:
             await admin.list_topics()
-    assert url.replace("ws://", "http://") in failed.value.message
+    assert failed.value.message.startswith(f"cannot connect to {url}: connection refused")

@@ -101,7 +101,7 @@ async def produce(cluster: Cluster, name: str, messages: list[str]) -> None:
 async def consume(cluster: Cluster, name: str, count: int) -> list[tuple[str, str]]:
     """(key, payload) of ``count`` messages of the Stream subscription, acknowledged."""
     output = await cluster.stctl(
-        "consume", name, "-s", "billing", "-n", str(count), "-o", "json", "--timeout", "60"
+        "consume", name, "-s", "billing", "-c", str(count), "-o", "json", "--timeout", "60"
     )
     received = [json.loads(line) for line in output.splitlines() if line.startswith("{")]
     return [(m["key"], m["payload"]) for m in received]

@@ -7,7 +7,8 @@ counts across segments, and totals. A segment whose broker did not answer is lis
 unavailable with the reason and counts in no total, so a partial answer is never mistaken for
 a complete one.
 
-Backlogs count log entries not yet fully acknowledged (a producer batch is one entry).
+Backlogs count messages not yet acknowledged, as each broker counts them (a producer batch is
+one log entry of several messages: broker/message_counts.py).
 """
 
 from __future__ import annotations

@@ -11,15 +11,20 @@ from __future__ import annotations
 import asyncio
 
 from ..model.layout import SegmentLayout
-from ..model.resources import TOPIC_LABEL, ScalableTopic, Segment, segment_object_name
+from ..model.resources import TOPIC_LABEL, Segment, segment_object_name
 from ..model.segment import SegmentInfo, SegmentState
 from ..protocol import ErrorCode
 from ..store import Store
 from ..tasks import gather_settled
 from .broker_admin import BrokerAdmin, BrokerAdminError, BrokerUnreachable
 from .stats import SegmentReport, TopicStats, Unavailable, aggregate
+from .topic_views import SegmentPlacement
+from .topics import read_topic
 
 _PARALLELISM = 16
+# A broker that accepts and never answers must not hold describe, stats or a subscription
+# listing for the segment admin client's 30 s: it is reported as unavailable instead.
+ANSWER_SECONDS = 5.0
 _ATTEMPTS = 3
 
 
@@ -42,7 +47,7 @@ async def _gather_once(
     store: Store, admin: BrokerAdmin, namespace: str, name: str, parallelism: int
 ) -> tuple[TopicStats, bool]:
     """The stats, and whether a sealed segment's broker said it no longer has it."""
-    topic = ScalableTopic.model_validate(await store.get(ScalableTopic.KIND, namespace, name))
+    topic = await read_topic(store, namespace, name)
     layout = SegmentLayout.from_status(topic.status.to_wire()) if topic.status.segments else None
     if layout is None:
         return aggregate(topic, None, {}, {}), False
@@ -50,11 +55,11 @@ async def _gather_once(
     listing = await store.list(
         Segment.KIND, namespace=namespace, label_selector=f"{TOPIC_LABEL}={name}"
     )
-    objects = {item["metadata"]["name"]: Segment.model_validate(item) for item in listing.items}
+    objects = {item["metadata"]["name"]: SegmentPlacement.of(item) for item in listing.items}
     brokers: dict[int, str | None] = {}
     for info in layout.segments.values():
         segment = objects.get(segment_object_name(name, info.descriptor))
-        brokers[info.segment_id] = segment.status.broker if segment is not None else None
+        brokers[info.segment_id] = segment.broker if segment is not None else None
     gate = asyncio.Semaphore(parallelism)
 
     async def one(info: SegmentInfo) -> tuple[int, SegmentReport | Unavailable]:
@@ -63,9 +68,14 @@ async def _gather_once(
             return info.segment_id, Unavailable("not placed on a broker yet")
         async with gate:
             try:
-                stats = await admin.stats(broker, namespace, name, info.descriptor)
+                async with asyncio.timeout(ANSWER_SECONDS):
+                    stats = await admin.stats(broker, namespace, name, info.descriptor)
             except BrokerUnreachable as error:
                 return info.segment_id, Unavailable(f"broker unreachable: {error}")
+            except TimeoutError:
+                return info.segment_id, Unavailable(
+                    f"broker {broker} did not answer within {ANSWER_SECONDS:g} s"
+                )
             except BrokerAdminError as error:
                 if error.code == ErrorCode.SEGMENT_NOT_FOUND and info.state is SegmentState.SEALED:
                     pruned.append(info.segment_id)

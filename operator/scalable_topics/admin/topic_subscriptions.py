@@ -14,9 +14,11 @@ from pydantic import ValidationError
 
 from ..model.resources import ScalableTopic, SubscriptionSpec
 from ..store import Conflict, Store
+from .broker_admin import BrokerAdmin
 from .errors import SubscriptionExists, SubscriptionNotFound
+from .runtime_subscriptions import delete_runtime_subscription, read_broker_view
 from .topic_views import subscription_rows
-from .topics import read_topic, validation_message
+from .topics import check_subscription_name, read_topic, validation_message
 
 _ATTEMPTS = 20
 
@@ -25,6 +27,7 @@ Edit = Callable[[list[dict[str, Any]]], list[dict[str, Any]]]
 
 def subscription_spec(name: str, subscription_type: str) -> SubscriptionSpec:
     """Raise ValueError naming the field the resource model refuses."""
+    check_subscription_name(name)
     try:
         return SubscriptionSpec.model_validate({"name": name, "type": subscription_type})
     except ValidationError as error:
@@ -64,9 +67,15 @@ async def add_subscription(
 
 
 async def remove_subscription(
-    store: Store, namespace: str, name: str, subscription: str
+    store: Store,
+    namespace: str,
+    name: str,
+    subscription: str,
+    brokers: BrokerAdmin | None = None,
 ) -> ScalableTopic:
-    """Undeclare it; SubscriptionNotFound when the topic does not declare it."""
+    """Undeclare a declared one (the controller deletes it everywhere). With ``brokers``, one
+    the topic does not declare (a consumer created it) is deleted from every segment's broker
+    at once (runtime_subscriptions). SubscriptionNotFound when neither has it."""
 
     def remove(current: list[dict[str, Any]]) -> list[dict[str, Any]]:
         kept = [item for item in current if item.get("name") != subscription]
@@ -74,9 +83,25 @@ async def remove_subscription(
             raise SubscriptionNotFound(namespace, name, subscription)
         return kept
 
-    return await _edit(store, namespace, name, remove)
+    try:
+        return await _edit(store, namespace, name, remove)
+    except SubscriptionNotFound:
+        if brokers is None:
+            raise
+    topic = await read_topic(store, namespace, name)
+    if any(e.name == subscription and e.state is not None for e in topic.status.subscriptions):
+        # Undeclared already: the controller is deleting it from every segment.
+        raise SubscriptionNotFound(namespace, name, subscription)
+    await delete_runtime_subscription(store, brokers, topic, subscription)
+    return topic
 
 
-async def list_subscriptions(store: Store, namespace: str, name: str) -> list[dict[str, Any]]:
-    """Declared ones and the ones consumers created, with state and consumers, by name."""
-    return subscription_rows(await read_topic(store, namespace, name))
+async def list_subscriptions(
+    store: Store, namespace: str, name: str, brokers: BrokerAdmin | None = None
+) -> list[dict[str, Any]]:
+    """Declared ones and the ones consumers created, with state and consumers, by name; with
+    ``brokers``, also the ones only the segments' brokers have, and where each is."""
+    on_brokers = None
+    if brokers is not None:
+        on_brokers = (await read_broker_view(store, brokers, namespace, name)).subscriptions
+    return subscription_rows(await read_topic(store, namespace, name), on_brokers)

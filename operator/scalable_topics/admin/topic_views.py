@@ -8,11 +8,13 @@ camelCase, the form the admin API answers with.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic import ValidationError
+
 from ..model.layout import SegmentLayout
-from ..model.resources import ScalableTopic, Segment
+from ..model.resources import ScalableTopic
 from ..model.segment import SegmentInfo
 
 
@@ -40,6 +42,65 @@ class TopicSummary:
             "controller": self.controller,
             "deleting": self.deleting,
         }
+
+
+def summarize_stored(raw: Mapping[str, Any]) -> TopicSummary:
+    """The summary of a stored topic, read field by field when the model refuses it (a topic
+    stored by an older release or written to the store directly): listing and deleting never
+    fail on one topic's content."""
+    try:
+        return summarize(ScalableTopic.model_validate(raw))
+    except ValidationError:
+        pass
+    metadata, status = _mapping(raw.get("metadata")), _mapping(raw.get("status"))
+    segments = [_mapping(s) for s in _list(status.get("segments"))]
+    phase, epoch = status.get("phase"), status.get("epoch")
+    return TopicSummary(
+        namespace=str(metadata.get("namespace") or "default"),
+        name=str(metadata.get("name") or ""),
+        phase=phase if isinstance(phase, str) else None,
+        epoch=epoch if isinstance(epoch, int) else None,
+        active_segments=sum(1 for s in segments if s.get("state") == "Active"),
+        sealed_segments=sum(1 for s in segments if s.get("state") == "Sealed"),
+        subscriptions=tuple(
+            str(_mapping(s).get("name"))
+            for s in _list(_mapping(raw.get("spec")).get("subscriptions"))
+        ),
+        controller=_mapping(status.get("controller")).get("identity"),
+        deleting=metadata.get("deletionTimestamp") is not None,
+    )
+
+
+def _mapping(value: object) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _list(value: object) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentPlacement:
+    """What a Segment object says about its segment, read without the model: an object whose
+    spec the model refuses (made by an older release, or by hand) still shows where it is."""
+
+    segment_id: int
+    state: str | None
+    broker: str | None
+
+    @classmethod
+    def of(cls, raw: Mapping[str, Any]) -> SegmentPlacement | None:
+        """None when the object names no segment id."""
+        segment_id = _mapping(raw.get("spec")).get("segmentId")
+        if not isinstance(segment_id, int):
+            return None
+        status = _mapping(raw.get("status"))
+        state, broker = status.get("state"), status.get("broker")
+        return cls(
+            segment_id,
+            state if isinstance(state, str) else None,
+            broker if isinstance(broker, str) else None,
+        )
 
 
 def summarize(topic: ScalableTopic) -> TopicSummary:
@@ -81,23 +142,48 @@ class SegmentView:
         }
 
 
-def subscription_rows(topic: ScalableTopic) -> list[dict[str, Any]]:
-    """Declared subscriptions and the ones consumers created, with their state and consumers."""
+@dataclass(slots=True)
+class OnBrokers:
+    """One subscription as the segments' brokers report it, over the segments that answered."""
+
+    segments: list[int] = field(default_factory=list)  # ids of the segments that have it
+    attached: int = 0  # consumers attached to it, summed over segments
+    types: set[str] = field(default_factory=set)  # segment subscription types seen
+
+
+# What queue consumers (the only ones that need no declaration) subscribe segments as.
+_QUEUE_TYPES = frozenset({"Shared", "Key_Shared"})
+
+
+def subscription_rows(
+    topic: ScalableTopic, on_brokers: Mapping[str, OnBrokers] | None = None
+) -> list[dict[str, Any]]:
+    """Declared subscriptions, the ones consumers created (recorded in status by the
+    controller, or, with ``on_brokers``, found on the segments' brokers), with their state,
+    consumers, and where the brokers have them. A subscription not declared is a *runtime*
+    one: ``declared`` is false."""
     declared = {spec.name: spec.type.value for spec in topic.spec.subscriptions}
     recorded = {entry.name: entry for entry in topic.status.subscriptions}
     rows = []
-    for name in sorted(set(declared) | set(recorded)):
+    for name in sorted(set(declared) | set(recorded) | set(on_brokers or ())):
         entry = recorded.get(name)
+        seen = on_brokers.get(name) if on_brokers is not None else None
+        kind = declared.get(name) or (entry.type.value if entry else None)
+        if kind is None and seen is not None and seen.types and seen.types <= _QUEUE_TYPES:
+            kind = "Queue"
         rows.append(
             {
                 "name": name,
-                "type": declared.get(name) or (entry.type.value if entry else None),
+                "type": kind,
                 "declared": name in declared,
                 "state": entry.state.value if entry is not None and entry.state else None,
                 "consumers": [
                     {"name": c.name, "assignedSegments": list(c.assigned_segments)}
                     for c in (entry.consumers if entry is not None else ())
                 ],
+                # None: the brokers were not asked (what the store alone says).
+                "segments": (None if on_brokers is None else sorted(seen.segments) if seen else []),
+                "attachedConsumers": (None if on_brokers is None else seen.attached if seen else 0),
             }
         )
     return rows
@@ -108,6 +194,7 @@ class TopicDescription:
     topic: ScalableTopic
     layout: SegmentLayout | None  # None until a controller has created the topic
     segments: tuple[SegmentView, ...]
+    on_brokers: Mapping[str, OnBrokers] | None = None  # None: the brokers were not asked
 
     def to_dict(self) -> dict[str, Any]:
         topic, status = self.topic, self.topic.status
@@ -128,7 +215,7 @@ class TopicDescription:
             "pendingOperation": wire(status.pending_operation),
             "lastOperation": wire(status.last_operation),
             "producer": wire(status.producer),
-            "subscriptions": subscription_rows(topic),
+            "subscriptions": subscription_rows(topic, self.on_brokers),
             "conditions": [
                 c.model_dump(mode="json", by_alias=True, exclude_none=True)
                 for c in status.conditions
@@ -136,20 +223,26 @@ class TopicDescription:
         }
 
 
-def describe(topic: ScalableTopic, segment_objects: Iterable[Segment]) -> TopicDescription:
+def describe(
+    topic: ScalableTopic,
+    segment_objects: Iterable[Mapping[str, Any]],
+    on_brokers: Mapping[str, OnBrokers] | None = None,
+) -> TopicDescription:
     """Raise the model's CorruptLayout (a ValueError) when the stored layout is inconsistent."""
     layout = SegmentLayout.from_status(topic.status.to_wire()) if topic.status.segments else None
-    by_id: Mapping[int, Segment] = {s.spec.segment_id: s for s in segment_objects}
+    by_id = {
+        placement.segment_id: placement
+        for placement in map(SegmentPlacement.of, segment_objects)
+        if placement is not None
+    }
     views = []
     for info in layout.segments.values() if layout is not None else ():
-        segment = by_id.get(info.segment_id)
+        placement = by_id.get(info.segment_id)
         views.append(
             SegmentView(
                 info,
-                segment.status.state.value
-                if segment is not None and segment.status.state is not None
-                else None,
-                segment.status.broker if segment is not None else None,
+                placement.state if placement is not None else None,
+                placement.broker if placement is not None else None,
             )
         )
-    return TopicDescription(topic, layout, tuple(views))
+    return TopicDescription(topic, layout, tuple(views), on_brokers)

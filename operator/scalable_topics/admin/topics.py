@@ -8,38 +8,41 @@ AlreadyExists) and ValueError for a request the resource model refuses, naming t
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pydantic import ValidationError
 
 from ..model.resources import (
-    NAME_PATTERN,
     TOPIC_LABEL,
-    TOPIC_NAME_MAX,
     ScalableTopic,
     Segment,
+    namespace_problem,
+    subscription_name_problem,
+    topic_name_problem,
 )
 from ..store import Store
-from .topic_views import TopicDescription, TopicSummary, describe, summarize
-
-_NAMESPACE_PATTERN = re.compile(NAME_PATTERN)
-_MAX_NAMESPACE = 63
+from .errors import UnreadableTopic
+from .topic_views import OnBrokers, TopicDescription, TopicSummary, describe, summarize_stored
 
 
 def check_names(namespace: str, name: str) -> None:
-    """Raise ValueError unless both are DNS-1123 labels Kubernetes would accept."""
-    if len(namespace) > _MAX_NAMESPACE or not _NAMESPACE_PATTERN.match(namespace):
-        raise ValueError(
-            f"namespace {namespace!r} is not a DNS label: lower-case letters, digits and '-', "
-            f"at most {_MAX_NAMESPACE} characters"
-        )
-    if len(name) > TOPIC_NAME_MAX or not _NAMESPACE_PATTERN.match(name):
-        raise ValueError(
-            f"topic name {name!r} is not a DNS label: lower-case letters, digits and '-', "
-            f"at most {TOPIC_NAME_MAX} characters"
-        )
+    """Raise ValueError, naming the field and its rule, unless both are DNS labels Kubernetes
+    would accept (a topic name at most TOPIC_NAME_MAX characters: it labels its Segments)."""
+    for field, problem in (
+        ("metadata.namespace", namespace_problem(namespace)),
+        ("metadata.name", topic_name_problem(name)),
+    ):
+        if problem is not None:
+            raise ValueError(f"invalid topic: {field}: {problem}")
+
+
+def check_subscription_name(name: str, field: str = "name") -> None:
+    """Raise ValueError naming the field and the rule unless ``name`` can name a
+    subscription."""
+    problem = subscription_name_problem(name)
+    if problem is not None:
+        raise ValueError(f"invalid subscription: {field}: {problem}")
 
 
 def validation_message(error: ValidationError, what: str) -> str:
@@ -73,6 +76,10 @@ def topic_manifest(
     if auto_scale is not None:
         spec["autoScale"] = dict(auto_scale)
     names = [n for n, _ in subscriptions]
+    for index, subscription in enumerate(names):
+        problem = subscription_name_problem(subscription)
+        if problem is not None:
+            raise ValueError(f"invalid topic: spec.subscriptions.{index}.name: {problem}")
     duplicates = sorted({n for n in names if names.count(n) > 1})
     if duplicates:
         raise ValueError(f"invalid topic: spec.subscriptions: {duplicates[0]!r} appears twice")
@@ -93,22 +100,36 @@ async def create_topic(store: Store, topic: ScalableTopic) -> ScalableTopic:
 async def list_topics(store: Store, namespace: str | None = None) -> list[TopicSummary]:
     """Every topic of ``namespace`` (of all namespaces with None), by namespace and name."""
     listing = await store.list(ScalableTopic.KIND, namespace=namespace)
-    summaries = [summarize(ScalableTopic.model_validate(item)) for item in listing.items]
+    summaries = [summarize_stored(item) for item in listing.items]
     return sorted(summaries, key=lambda s: (s.namespace, s.name))
 
 
 async def read_topic(store: Store, namespace: str, name: str) -> ScalableTopic:
-    return ScalableTopic.model_validate(await store.get(ScalableTopic.KIND, namespace, name))
+    """The store's NotFound when there is none; UnreadableTopic when the model refuses it."""
+    raw = await store.get(ScalableTopic.KIND, namespace, name)
+    try:
+        return ScalableTopic.model_validate(raw)
+    except ValidationError as error:
+        raise UnreadableTopic(namespace, name, validation_message(error, "topic")) from None
 
 
-async def describe_topic(store: Store, namespace: str, name: str) -> TopicDescription:
+async def describe_topic(
+    store: Store,
+    namespace: str,
+    name: str,
+    on_brokers: Mapping[str, OnBrokers] | None = None,
+) -> TopicDescription:
+    """``on_brokers``: the subscriptions the segments' brokers have (runtime_subscriptions),
+    to show the ones consumers created beside the declared ones."""
     topic = await read_topic(store, namespace, name)
     listing = await store.list(
         Segment.KIND, namespace=namespace, label_selector=f"{TOPIC_LABEL}={name}"
     )
-    return describe(topic, (Segment.model_validate(item) for item in listing.items))
+    return describe(topic, listing.items, on_brokers)
 
 
-async def delete_topic(store: Store, namespace: str, name: str) -> ScalableTopic:
-    """Ask for deletion; the topic stays (marked) until the controller's finalizer is done."""
-    return ScalableTopic.model_validate(await store.delete(ScalableTopic.KIND, namespace, name))
+async def delete_topic(store: Store, namespace: str, name: str) -> TopicSummary:
+    """Ask for deletion; the topic stays (marked) until the controller's finalizer is done.
+    Whatever state the topic is in (half created, a spec the model refuses), it is deleted:
+    its summary is read without the model if need be."""
+    return summarize_stored(await store.delete(ScalableTopic.KIND, namespace, name))

@@ -107,11 +107,11 @@ class DrainMarkers:
                     subscription,
                 )
                 return
-            except StoreError:
+            except StoreError as error:  # one line per attempt, no traceback
                 log.warning(
-                    "recording drained marker on %s/%s failed; retrying",
+                    "recording drained marker on %s/%s failed (%s); retrying",
                     namespace,
                     name,
-                    exc_info=True,
+                    error,
                 )
                 await asyncio.sleep(_RETRY_SECONDS)

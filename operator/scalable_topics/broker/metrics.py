@@ -45,7 +45,12 @@ class SegmentCollector(Collector):
             "st_segment_last_entry_id", "last entry id of the log", labels=_SEGMENT
         )
         backlog = GaugeMetricFamily(
-            "st_subscription_backlog_entries", "unacknowledged entries", labels=_SUBSCRIPTION
+            "st_subscription_backlog_entries",
+            "entries not fully acknowledged (a producer batch is one entry)",
+            labels=_SUBSCRIPTION,
+        )
+        backlog_messages = GaugeMetricFamily(
+            "st_subscription_backlog_messages", "unacknowledged messages", labels=_SUBSCRIPTION
         )
         consumers = GaugeMetricFamily(
             "st_subscription_consumers", "attached consumers", labels=_SUBSCRIPTION
@@ -75,7 +80,8 @@ class SegmentCollector(Collector):
             last_entry.add_metric(labels, segment.last_entry_id)
             for name, subscription in segment.subscriptions.items():
                 sub_labels = [*labels, name]
-                backlog.add_metric(sub_labels, subscription.backlog())
+                backlog.add_metric(sub_labels, subscription.backlog_entries())
+                backlog_messages.add_metric(sub_labels, subscription.backlog())
                 consumers.add_metric(sub_labels, subscription.consumer_count)
                 stats = subscription.stats()
                 if stats is not None:
@@ -89,6 +95,7 @@ class SegmentCollector(Collector):
             rate_out,
             last_entry,
             backlog,
+            backlog_messages,
             consumers,
             draining,
             draining_pending,

@@ -177,6 +177,12 @@ async def reclaim_until_done(store: Store, registry: SegmentRegistry, broker: Br
         try:
             await reclaim_orphaned_storage(store, registry, broker)
             return
+        except StoreError as error:  # the store is unreachable: one line, no traceback
+            log.warning(
+                "removing storage of deleted segments failed (%s); retrying in %.0fs",
+                error,
+                delay,
+            )
         except Exception:
             log.warning(
                 "removing storage of deleted segments failed; retrying in %.0fs",

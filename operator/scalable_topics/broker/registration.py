@@ -92,5 +92,5 @@ class Registration:
                     "broker lease %s is held by another broker with the same identity",
                     self._config.identity,
                 )
-        except StoreError:
-            log.warning("broker heartbeat could not reach the store", exc_info=True)
+        except StoreError as error:  # retried at the next beat: one line, no traceback
+            log.warning("broker heartbeat could not reach the store: %s", error)

@@ -27,6 +27,7 @@ from .config import BrokerConfig
 from .dedup import DedupTracker, Verdict
 from .errors import BrokerError
 from .load import SegmentLoad
+from .message_counts import MessageCounts, batch_size
 from .producer_access import AccessError, Grant, ProducerAccess, ProducerBusy, Standing
 from .segment_meta import SegmentMeta, load_meta, save_meta
 from .storage import CursorStore, RecordTooLarge, SegmentLog, SegmentTerminated, SyncPolicy
@@ -93,10 +94,17 @@ _DEDUP_SNAPSHOT_EVERY = 10_000
 
 
 class _LogReader:
-    """The segment log as a subscription reads it."""
+    """The segment log as a subscription reads it, with the segment's message counts."""
 
-    def __init__(self, segment_log: SegmentLog) -> None:
+    def __init__(self, segment_log: SegmentLog, counting: _Counting) -> None:
         self._log = segment_log
+        self._counting = counting
+
+    def messages_in(self, first: int, last: int) -> int:
+        return self._counting.counts.messages(first, last)
+
+    async def count_from(self, entry_id: int) -> None:
+        await self._counting.count_from(entry_id)
 
     @property
     def last_entry_id(self) -> int:
@@ -111,6 +119,44 @@ class _LogReader:
     ) -> list[tuple[int, int, bytes]]:
         entries = await self._log.read(from_entry_id, max_entries, max_bytes)
         return [(e.entry_id, e.timestamp_ms, e.payload) for e in entries]
+
+
+_FORGET_EVERY = 1024  # appends between two looks at whether counted entries can go
+
+
+class _Counting:
+    """The segment's message counts (broker/message_counts.py): extended back from the log
+    when a cursor goes below them, one extension at a time, with nothing forgotten meanwhile
+    (the extension reads below ``base`` while it stands)."""
+
+    def __init__(self, segment_log: SegmentLog) -> None:
+        self._log = segment_log
+        self.counts = MessageCounts(segment_log.next_entry_id)
+        self._extending = asyncio.Lock()
+
+    async def count_from(self, entry_id: int) -> None:
+        async with self._extending:
+            start = max(entry_id, self._log.first_entry_id)
+            base = self.counts.base
+            if start >= base:
+                return
+            sizes: list[int] = []
+            entry = start
+            while entry < base:
+                read = await self._log.read(entry, min(512, base - entry), 8 * 1024 * 1024)
+                if not read:
+                    break
+                for item in read:
+                    if item.entry_id >= base:
+                        break
+                    sizes.append(batch_size(item.payload))
+                entry = read[-1].entry_id + 1
+            if start + len(sizes) == base:  # else trimmed meanwhile: nothing to count there
+                self.counts.prepend(sizes)
+
+    def forget_before(self, floor: int) -> None:
+        if not self._extending.locked():
+            self.counts.forget_before(floor)
 
 
 class HostedSegment:
@@ -131,7 +177,8 @@ class HostedSegment:
         # the same file once left a request unanswered and could have stored an older epoch.
         self._meta_writes = asyncio.Lock()
         self._log = segment_log
-        self._reader = _LogReader(segment_log)
+        self._counting = _Counting(segment_log)
+        self._reader = _LogReader(segment_log, self._counting)
         self._cursors = cursors
         self._config = config
         self._gate = gate
@@ -222,6 +269,8 @@ class HostedSegment:
                 self._dedup.persisted(record.producer_name, record.last_sequence_id, item.entry_id)
                 self._last_publish_ms = max(self._last_publish_ms, item.timestamp_ms)
                 entry = item.entry_id + 1
+        # Messages per entry from the lowest cursor on: what the backlogs count.
+        await self._counting.count_from(self._floor())
 
     # -- reading state --------------------------------------------------------------------------
 
@@ -385,9 +434,15 @@ class HostedSegment:
         self._dedup.pushed(producer, last)
         done: asyncio.Future[int] = asyncio.get_running_loop().create_future()
         self._in_flight[(producer, last)] = done
+        # The id the append takes, counted before it is durable: its record is written even
+        # if this caller is cancelled while waiting (backlogs count only durable entries).
+        counted = self._log.next_entry_id
+        self._counting.counts.add(counted, len(send.messages))
         try:
             entry_id = await self._log.append(record, publish_ms)
         except BaseException as caught:
+            if self._log.next_entry_id == counted:  # refused before taking the id
+                self._counting.counts.remove_last(counted)
             translated = self._translate(caught)
             self._dedup.failed(producer)
             done.set_exception(translated)
@@ -404,6 +459,8 @@ class HostedSegment:
         self.bytes_in_total += size
         self.load.produced(len(send.messages), size)
         self._entries_since_snapshot += 1
+        if entry_id % _FORGET_EVERY == 0:
+            self._counting.forget_before(self._floor())
         for subscription in self._subscriptions.values():
             subscription.notify_appended()
         if self._entries_since_snapshot >= _DEDUP_SNAPSHOT_EVERY:
@@ -440,6 +497,7 @@ class HostedSegment:
             else self._log.last_entry_id + 1
         )
         state = CursorState.starting_at(max(0, start))
+        await self._counting.count_from(state.first_unacked_entry)
         await self._cursors.save(name, state)
         subscription = self._subscriptions[name] = self._new_subscription(name, state)
         return subscription
@@ -534,7 +592,8 @@ class HostedSegment:
             dispatch = subscription.stats()
             subscriptions[name] = {
                 "type": None if subscription.type is None else subscription.type.value,
-                "backlog": subscription.backlog(),
+                "backlog": subscription.backlog(),  # messages
+                "backlogEntries": subscription.backlog_entries(),
                 "markDelete": subscription.cursor.mark_delete,
                 "drained": subscription.is_drained(),
                 "consumers": subscription.consumer_count,
@@ -576,6 +635,14 @@ class HostedSegment:
             self.load.dispatched,
             self._config.dispatch_batch,
             self._config.key_shared_unblock_interval,
+        )
+
+    def _floor(self) -> int:
+        """The lowest entry a subscription has not fully acknowledged (the next entry id
+        without subscriptions): below it, no backlog needs the messages per entry."""
+        return min(
+            (s.cursor.first_unacked_entry for s in self._subscriptions.values()),
+            default=self._log.next_entry_id,
         )
 
     def _parents_drained(self, subscription: str, kind: SegmentSubscriptionType) -> bool:

@@ -81,6 +81,14 @@ class LogReader(Protocol):
         """(entry id, publish time ms, record) from ``from_entry_id`` on; [] past the end."""
         ...
 
+    def messages_in(self, first: int, last: int) -> int:
+        """How many messages the entries ``first..last`` hold (counted from the floor on)."""
+        ...
+
+    async def count_from(self, entry_id: int) -> None:
+        """Make :meth:`messages_in` count from ``entry_id`` on (a cursor moves back there)."""
+        ...
+
 
 class ConsumerLink(Protocol):
     """How a subscription reaches one consumer on its session."""
@@ -163,6 +171,10 @@ class Subscription:
         return len(self._links)
 
     def backlog(self) -> int:
+        """Messages not yet acknowledged (a producer batch is one entry of several)."""
+        return self._cursor.backlog_messages(self._log.last_entry_id, self._log.messages_in)
+
+    def backlog_entries(self) -> int:
         """Entries not yet fully acknowledged."""
         return self._cursor.backlog_entries(self._log.last_entry_id)
 
@@ -273,6 +285,7 @@ class Subscription:
     async def seek(self, entry_id: int) -> None:
         """Reset the subscription: ``entry_id`` is the next to deliver. Consumers stay attached
         without permits; they grant fresh ones once they have dropped what they had buffered."""
+        await self._log.count_from(max(0, entry_id))  # the backlog counts from there on
         self._cursor.seek(max(0, entry_id))
         consumers = [] if self._dispatcher is None else self._dispatcher.consumers()
         kind = self._type

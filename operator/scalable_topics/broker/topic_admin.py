@@ -24,7 +24,14 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 
 from ..admin.broker_admin import BrokerAdmin
-from ..admin.errors import SubscriptionExists, SubscriptionNotFound
+from ..admin.errors import (
+    SubscriptionBusy,
+    SubscriptionExists,
+    SubscriptionNotFound,
+    SubscriptionUnreachable,
+    UnreadableTopic,
+)
+from ..admin.runtime_subscriptions import read_broker_view
 from ..admin.scale_requests import (
     OperationInProgress,
     RequestAbandoned,
@@ -33,7 +40,6 @@ from ..admin.scale_requests import (
 )
 from ..admin.stats_gather import gather_topic_stats
 from ..admin.topic_subscriptions import add_subscription, list_subscriptions, remove_subscription
-from ..admin.topic_views import summarize
 from ..admin.topics import (
     create_topic,
     delete_topic,
@@ -120,12 +126,16 @@ def _answering(handler: Handler) -> Handler:
         except NotFound as error:
             message = f"topic {error.namespace}/{error.name} not found"
             return _refusal(404, ErrorCode.TOPIC_NOT_FOUND.value, message)
+        except SubscriptionBusy as error:
+            return _refusal(409, ErrorCode.CONSUMER_BUSY.value, str(error))
+        except SubscriptionUnreachable as error:
+            return _refusal(503, ErrorCode.SERVICE_NOT_READY.value, str(error))
         except SubscriptionExists as error:
             return _refusal(409, ALREADY_EXISTS, str(error))
         except AlreadyExists as error:
             message = f"topic {error.namespace}/{error.name} already exists"
             return _refusal(409, ALREADY_EXISTS, message)
-        except CorruptLayout as error:  # stored data, not the request, is at fault
+        except (CorruptLayout, UnreadableTopic) as error:  # stored data is at fault
             return _refusal(500, ErrorCode.INTERNAL_ERROR.value, str(error))
         except ValueError as error:
             return _refusal(400, ErrorCode.INVALID_REQUEST.value, str(error))
@@ -172,17 +182,20 @@ async def create_topic_handler(request: web.Request) -> web.Response:
 
 
 async def describe_topic_handler(request: web.Request) -> web.Response:
-    description = await describe_topic(*_topic(request))
+    store, namespace, name = _topic(request)
+    view = await read_broker_view(store, request.app[_BROKERS_KEY], namespace, name)
+    description = await describe_topic(store, namespace, name, view.subscriptions)
     return web.json_response(description.to_dict())
 
 
 async def delete_topic_handler(request: web.Request) -> web.Response:
     # 202: the controller's finalizer deletes the segments, then the topic goes.
-    return web.json_response(summarize(await delete_topic(*_topic(request))).to_dict(), status=202)
+    return web.json_response((await delete_topic(*_topic(request))).to_dict(), status=202)
 
 
 async def list_subscriptions_handler(request: web.Request) -> web.Response:
-    return web.json_response(await list_subscriptions(*_topic(request)))
+    listed = await list_subscriptions(*_topic(request), request.app[_BROKERS_KEY])
+    return web.json_response(listed)
 
 
 async def create_subscription_handler(request: web.Request) -> web.Response:
@@ -194,7 +207,9 @@ async def create_subscription_handler(request: web.Request) -> web.Response:
 
 
 async def delete_subscription_handler(request: web.Request) -> web.Response:
-    await remove_subscription(*_topic(request), request.match_info["subscription"])
+    await remove_subscription(
+        *_topic(request), request.match_info["subscription"], request.app[_BROKERS_KEY]
+    )
     return web.Response(status=204)
 
 

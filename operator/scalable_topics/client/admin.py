@@ -14,6 +14,7 @@ from urllib.parse import quote
 
 import aiohttp
 
+from ..model.resources import subscription_name_problem
 from ..protocol import ErrorCode
 from .admin_types import (
     DeclaredSubscription,
@@ -22,12 +23,14 @@ from .admin_types import (
     TopicDescription,
     TopicSummary,
 )
+from .connect_errors import connect_failure
 from .errors import (
     AlreadyExists,
     AuthenticationFailed,
     ClientClosed,
     ClientError,
     ConnectionFailed,
+    ConsumerBusy,
     InvalidRequest,
     NotAuthorized,
     NotFound,
@@ -35,7 +38,10 @@ from .errors import (
     ServerError,
     Timeout,
 )
+from .names import check_subscription_name, checked_topic
 from .topic_layout import qualified_topic
+
+DEFAULT_CONNECT_TIMEOUT = 5.0  # the Client's too
 
 _REQUEST_SECONDS = 30.0
 # A split or merge answer comes after the controller's; the HTTP wait covers it with room.
@@ -53,19 +59,25 @@ _BY_STATUS: Mapping[int, type[ClientError]] = {
 def admin_urls(service_url: str) -> tuple[str, ...]:
     """The HTTP bases of ``service_url``: comma-separated ws://, wss://, http:// or https://
     URLs, WebSocket ones mapped to their HTTP(S) form."""
-    urls = []
-    for url in (part.strip().rstrip("/") for part in service_url.split(",")):
-        if not url:
+    return tuple(_as_given(service_url))
+
+
+def _as_given(service_url: str) -> dict[str, str]:
+    """Each HTTP base of ``service_url`` -> the URL as given (what messages name)."""
+    urls = {}
+    for given in (part.strip().rstrip("/") for part in service_url.split(",")):
+        if not given:
             continue
+        url = given
         for websocket, http in (("ws://", "http://"), ("wss://", "https://")):
             if url.startswith(websocket):
                 url = http + url.removeprefix(websocket)
         if not url.startswith(("http://", "https://")) or not url.split("://", 1)[1]:
             raise ValueError(f"a broker URL looks like ws://HOST:PORT, not {url!r}")
-        urls.append(url)
+        urls[url] = given
     if not urls:
         raise ValueError("the service URL names no broker, e.g. ws://127.0.0.1:6650")
-    return tuple(urls)
+    return urls
 
 
 def topic_path(topic: str) -> str:
@@ -86,6 +98,8 @@ def _refusal(status: int, payload: Any, fallback: str) -> ClientError:
     if code_text == "OperationInProgress":
         operation = body.get("operation")
         return OperationInProgress(message, operation if isinstance(operation, dict) else None)
+    if code is ErrorCode.CONSUMER_BUSY:
+        return ConsumerBusy(message, code)
     if status == 409:
         return InvalidRequest(message, code)
     kind = _BY_STATUS.get(status, ServerError if status >= 500 else InvalidRequest)
@@ -99,8 +113,15 @@ class Admin:
         auth_token: str | None = None,
         *,
         http: aiohttp.ClientSession | None = None,
+        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
     ) -> None:
-        self.urls = admin_urls(service_url)
+        """``connect_timeout``: seconds connecting to a broker (TCP, TLS) may take before the
+        next URL is tried; ConnectionFailed, naming each URL and why, when none can be."""
+        if connect_timeout <= 0:
+            raise ValueError("connect_timeout must be positive (seconds)")
+        self._given = _as_given(service_url)
+        self.urls = tuple(self._given)
+        self._connect_timeout = connect_timeout
         self._headers = {"Authorization": f"Bearer {auth_token}"} if auth_token else {}
         self._http = http
         self._owns_http = http is None
@@ -138,11 +159,17 @@ class Admin:
         """Create it; ``subscriptions`` are names (Queue) or (name, type) pairs, ``retention``
         has ``maxSizeBytes`` and/or ``maxAgeSeconds``, ``auto_scale`` is ``spec.autoScale``
         (camelCase keys). AlreadyExists when the name is taken; InvalidRequest naming the
-        field for an invalid one."""
+        field for an invalid one (ValueError, before anything is sent, for a name no broker
+        would take)."""
+        checked_topic(topic)  # before anything is sent
         declared = [
             {"name": s, "type": "Queue"} if isinstance(s, str) else {"name": s[0], "type": s[1]}
             for s in subscriptions
         ]
+        for index, entry in enumerate(declared):
+            problem = subscription_name_problem(entry["name"])
+            if problem is not None:
+                raise ValueError(f"invalid topic: spec.subscriptions.{index}.name: {problem}")
         body: dict[str, Any] = {
             "initialSegments": initial_segments,
             "subscriptions": declared,
@@ -171,14 +198,22 @@ class Admin:
     async def create_subscription(
         self, topic: str, name: str, type: str = "Queue"
     ) -> DeclaredSubscription:
-        """Declare it (it starts at the latest message); AlreadyExists when declared."""
+        """Declare it (it starts at the latest message); AlreadyExists when declared;
+        ValueError, before anything is sent, for a name no broker would take."""
+        check_subscription_name(name)
         path = f"{topic_path(topic)}/subscriptions/{quote(name, safe='')}"
         return cast(DeclaredSubscription, await self._call("PUT", path, {"type": type}))
 
     async def delete_subscription(self, topic: str, name: str) -> None:
+        """Undeclare a declared subscription (the controller deletes it from every segment),
+        or delete one a consumer created from every segment's broker at once: NotFound when
+        neither has it, ConsumerBusy while consumers are attached to a runtime one,
+        ServerError when a segment's broker does not answer (ask again)."""
         await self._call("DELETE", f"{topic_path(topic)}/subscriptions/{quote(name, safe='')}")
 
     async def list_subscriptions(self, topic: str) -> list[SubscriptionDescription]:
+        """Declared subscriptions and the ones consumers created (``declared`` false), with
+        the segments whose brokers have each."""
         path = f"{topic_path(topic)}/subscriptions"
         return cast(list[SubscriptionDescription], await self._call("GET", path))
 
@@ -228,14 +263,16 @@ class Admin:
         for url in order:
             try:
                 answer = await self._exchange(session, method, url + path, body, wait_seconds)
-            except aiohttp.ClientConnectorError as error:
-                failures.append(f"{url}: {error}")
+            except (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError) as error:
+                # Nothing was sent: the next broker can be asked without doing it twice.
+                reason = connect_failure(error, self._connect_timeout)
+                failures.append(f"{self._given[url]}: {reason}")
                 continue
             self._preferred = self.urls.index(url)
             return answer
+        where = failures[0] if len(failures) == 1 else f"any broker: {'; '.join(failures)}"
         raise ConnectionFailed(
-            f"no broker answered ({'; '.join(failures)}); is `stctl standalone` (or a "
-            "broker) running at that URL?"
+            f"cannot connect to {where}; is `stctl standalone` (or a broker) running there?"
         )
 
     async def _exchange(
@@ -247,7 +284,7 @@ class Admin:
                 url,
                 json=body,
                 headers=self._headers,
-                timeout=aiohttp.ClientTimeout(total=seconds),
+                timeout=aiohttp.ClientTimeout(total=seconds, connect=self._connect_timeout),
             ) as response:
                 payload = (
                     await response.json() if response.content_type == "application/json" else None
@@ -256,7 +293,7 @@ class Admin:
                     fallback = f"{method} {url} answered {response.status} {response.reason}"
                     raise _refusal(response.status, payload, fallback)
                 return payload
-        except aiohttp.ClientConnectorError:
+        except (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError):
             raise
         except aiohttp.ClientError as error:
             raise ConnectionFailed(f"{method} {url}: {error or type(error).__name__}") from error

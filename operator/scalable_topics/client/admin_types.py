@@ -40,7 +40,13 @@ class SubscriptionDescription(TypedDict):
     type: str | None
     declared: bool
     state: str | None  # Creating, Ready or Deleting for declared subscriptions
-    consumers: list[ConsumerEntry]
+    consumers: list[ConsumerEntry]  # registered with the controller (stream, checkpoint)
+    # Where the segments' brokers have it (their ids) and the consumers attached there,
+    # counted per segment (a queue consumer attaches to every segment); None where the
+    # brokers were not asked. A runtime subscription (``declared``
+    # false) made by a queue consumer is known only there.
+    segments: list[int] | None
+    attachedConsumers: int | None
 
 
 class DeclaredSubscription(TypedDict):

@@ -20,9 +20,10 @@ import aiohttp
 
 from ..model.resources import ProducerAccessMode
 from ..protocol import InitialPosition
-from .admin import Admin
+from .admin import DEFAULT_CONNECT_TIMEOUT, Admin
 from .checkpoint_consumer import CheckpointConsumer
 from .errors import ClientClosed, FailedSend, SendFailed
+from .names import check_subscription_name
 from .pool import ConnectionPool
 from .producer import Producer
 from .queue_consumer import QueueConsumer
@@ -60,8 +61,14 @@ class Client:
         *,
         client_name: str | None = None,
         operation_timeout: float = 30.0,
-        connect_timeout: float = 10.0,
+        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
     ) -> None:
+        """``connect_timeout``: seconds connecting to a broker may take (TCP, TLS, the
+        WebSocket upgrade and the handshake); opening a producer or consumer gives up at once
+        with ConnectionFailed, naming each URL and why, when no broker of ``service_url`` can
+        be connected to. ``operation_timeout``: seconds any other request may take."""
+        if connect_timeout <= 0 or operation_timeout <= 0:
+            raise ValueError("connect_timeout and operation_timeout must be positive (seconds)")
         self.service_urls = parse_service_urls(service_url)
         self.auth_token = auth_token
         self.client_name = client_name or f"{socket.gethostname()}-client"
@@ -107,7 +114,9 @@ class Client:
 
     def admin(self) -> Admin:
         """Topic administration through the same brokers (the caller closes it)."""
-        return Admin(",".join(self.service_urls), self.auth_token)
+        return Admin(
+            ",".join(self.service_urls), self.auth_token, connect_timeout=self.connect_timeout
+        )
 
     async def watch(self, topic: str) -> TopicWatcher:
         """The topic's DAG watch, shared by everything this client opens on the topic;
@@ -234,6 +243,7 @@ class Client:
         redelivery. With ``max_redeliveries``, a message delivered that often is published to
         ``dead_letter_topic`` (default ``<topic>-dlq``, if that topic exists) and acknowledged.
         """
+        check_subscription_name(subscription, "subscription")
         watcher = await self.watch(topic)
         consumer = QueueConsumer(
             self,
@@ -261,6 +271,7 @@ class Client:
         spec), reading the segments the topic's controller assigns to ``consumer_name``: each
         key in order, acknowledged cumulatively. Consumers of one subscription share the
         segments; the name keeps a consumer's segments across reconnects."""
+        check_subscription_name(subscription, "subscription")
         watcher = await self.watch(topic)
         consumer = StreamConsumer(
             self, watcher, subscription, consumer_name, receive_queue_size=receive_queue_size
@@ -278,6 +289,7 @@ class Client:
         """A checkpoint consumer of ``subscription`` (declared with type Checkpoint): segments
         assigned as for a stream consumer, positions kept by the application with
         ``checkpoint()`` and ``seek()``."""
+        check_subscription_name(subscription, "subscription")
         watcher = await self.watch(topic)
         consumer = CheckpointConsumer(
             self, watcher, subscription, consumer_name, receive_queue_size=receive_queue_size

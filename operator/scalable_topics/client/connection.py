@@ -52,7 +52,15 @@ from ..protocol import (
     encode_frame,
 )
 from ..tasks import cancel_and_wait
-from .errors import AuthenticationFailed, ClientError, ConnectionFailed, Timeout, error_for
+from .connect_errors import connect_failure
+from .errors import (
+    AuthenticationFailed,
+    ClientError,
+    ConnectionFailed,
+    ConnectTimeout,
+    Timeout,
+    error_for,
+)
 
 log = logging.getLogger(__name__)
 
@@ -128,27 +136,34 @@ class BrokerConnection:
         auth_token: str | None,
         wait_seconds: float,
     ) -> BrokerConnection:
-        """Connect and handshake; ConnectionFailed, AuthenticationFailed or Timeout otherwise."""
+        """Connect and handshake (TCP, TLS, the WebSocket upgrade and the protocol's Connect)
+        within ``wait_seconds`` in all; ConnectionFailed (ConnectTimeout when out of time)
+        naming the URL and the reason, or AuthenticationFailed (raised at once, never retried)."""
+        connection: BrokerConnection | None = None
         try:
             async with asyncio.timeout(wait_seconds):
                 ws = await session.ws_connect(
                     url.rstrip("/") + "/ws", max_msg_size=0, heartbeat=_HEARTBEAT_SECONDS
                 )
-        except TimeoutError:
-            raise Timeout(f"no answer from the broker at {url} in {wait_seconds:g} s") from None
-        except (aiohttp.ClientError, OSError) as error:
-            raise ConnectionFailed(f"cannot connect to the broker at {url}: {error}") from None
-        connection = cls(url, ws, session)
-        connection._reader = asyncio.get_running_loop().create_task(
-            connection._read(), name=f"read {url}"
-        )
-        try:
-            reply = await connection.request(
-                Connect(0, SUPPORTED_VERSIONS, client_name, auth_token),
-                wait_seconds=wait_seconds,
-            )
-        except BaseException:
-            await connection.close()
+                connection = cls(url, ws, session)
+                connection._reader = asyncio.get_running_loop().create_task(
+                    connection._read(), name=f"read {url}"
+                )
+                reply = await connection.request(
+                    Connect(0, SUPPORTED_VERSIONS, client_name, auth_token),
+                    wait_seconds=wait_seconds,
+                )
+        except BaseException as error:
+            if connection is not None:
+                await connection.close()
+            if isinstance(error, TimeoutError):
+                raise ConnectTimeout(
+                    f"cannot connect to {url}: {connect_failure(error, wait_seconds)}"
+                ) from None
+            if isinstance(error, aiohttp.ClientError | OSError):
+                raise ConnectionFailed(
+                    f"cannot connect to {url}: {connect_failure(error, wait_seconds)}"
+                ) from None
             raise
         assert isinstance(reply, Connected)
         connection._handshaken = True

@@ -35,6 +35,11 @@ class Timeout(ClientError):
     """The operation did not complete in time; it may or may not have taken effect."""
 
 
+class ConnectTimeout(ConnectionFailed, Timeout):
+    """Connecting to a broker (TCP, TLS, the WebSocket upgrade and the handshake) took longer
+    than the client's connect timeout."""
+
+
 class NotFound(ClientError):
     """The topic, segment or subscription does not exist."""
 

@@ -17,7 +17,14 @@ from ..protocol import Command, ErrorCode, TopicUpdate, WatchClose, WatchClosed,
 from ..tasks import cancel_and_wait
 from .backoff import Backoff
 from .connection import BrokerConnection, Channel
-from .errors import ClientClosed, ClientError, NotFound, Timeout, Unauthorized
+from .errors import (
+    ClientClosed,
+    ClientError,
+    ConnectionFailed,
+    NotFound,
+    Timeout,
+    Unauthorized,
+)
 from .pool import ConnectionPool
 from .topic_layout import TopicLayout
 
@@ -31,6 +38,7 @@ class TopicWatcher:
         self.topic = topic
         self._pool = pool
         self._urls = itertools.cycle(service_urls)
+        self._url_count = len(set(service_urls))
         self._layout: TopicLayout | None = None
         self._changed = asyncio.Event()
         self._ended: ClientError | None = None
@@ -50,6 +58,8 @@ class TopicWatcher:
 
     async def start(self, wait_seconds: float) -> None:
         """Watch until the first layout arrives. NotFound when the topic does not exist,
+        ConnectionFailed as soon as no service URL could be connected to (each tried once,
+        within the pool's connect timeout), Unauthorized for a token the brokers refuse,
         Timeout when no broker answered in time."""
         self._task = asyncio.get_running_loop().create_task(self._run(), name=f"watch {self.topic}")
         try:
@@ -96,9 +106,27 @@ class TopicWatcher:
 
     async def _run(self) -> None:
         backoff = Backoff()
+        # Until the first layout, why each service URL could not be connected to: once every
+        # one failed, the start fails at once rather than retrying until its time is up.
+        unreachable: dict[str, ConnectionFailed] = {}
         while self._ended is None:
+            url = next(self._urls)
             try:
-                await self._watch_once(backoff)
+                connection = await self._pool.get(url)
+            except ClientError as error:
+                if self._layout is None and isinstance(error, Unauthorized):
+                    self._end(error)  # the token is refused: waiting changes nothing
+                    return
+                if self._layout is None and isinstance(error, ConnectionFailed):
+                    unreachable[url] = error
+                    if len(unreachable) == self._url_count:
+                        self._end(_no_broker(unreachable))
+                        return
+                log.debug("watch of %s: %s", self.topic, error)
+                await asyncio.sleep(backoff.next_delay())
+                continue
+            try:
+                await self._watch_once(connection, backoff)
             except NotFound as error:  # never created, or deleted while we were away
                 self._end(error)
                 return
@@ -109,8 +137,7 @@ class TopicWatcher:
                 log.debug("watch of %s interrupted: %s", self.topic, error)
             await asyncio.sleep(backoff.next_delay())
 
-    async def _watch_once(self, backoff: Backoff) -> None:
-        connection = await self._pool.get(next(self._urls))
+    async def _watch_once(self, connection: BrokerConnection, backoff: Backoff) -> None:
         self._watch_id = connection.new_id(Channel.WATCH)
         self._connection = connection
         self._session_over = asyncio.Event()
@@ -159,3 +186,14 @@ class TopicWatcher:
     def _wake(self) -> None:
         self._changed.set()
         self._changed = asyncio.Event()
+
+
+def _no_broker(unreachable: dict[str, ConnectionFailed]) -> ConnectionFailed:
+    """One URL: its own error (a ConnectTimeout stays one); several: one line, each URL with
+    its reason (the pool's messages name it already)."""
+    if len(unreachable) == 1:
+        return next(iter(unreachable.values()))
+    reasons = "; ".join(
+        error.message.removeprefix("cannot connect to ") for error in unreachable.values()
+    )
+    return ConnectionFailed(f"cannot connect to any broker: {reasons}")

@@ -10,15 +10,17 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import math
 import os
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
-from ..client.admin import Admin
+from ..client.admin import DEFAULT_CONNECT_TIMEOUT, Admin
 from ..client.errors import ClientError
 from .output import OUTPUT_FORMATS, fail
 
 DEFAULT_URL = "ws://127.0.0.1:6650"
+DEFAULT_NAMESPACE = "default"
 URL_VARIABLE, TOKEN_VARIABLE = "STCTL_URL", "STCTL_AUTH_TOKEN"
 
 AdminWork = Callable[[Admin], Awaitable[int]]
@@ -36,17 +38,48 @@ def add_connection_arguments(parser: argparse.ArgumentParser) -> None:
         default=os.environ.get(TOKEN_VARIABLE),
         help=f"the brokers' admin token (default ${TOKEN_VARIABLE})",
     )
+    parser.add_argument(
+        "--connect-timeout",
+        type=_seconds,
+        default=DEFAULT_CONNECT_TIMEOUT,
+        metavar="SECONDS",
+        help="give up connecting to a broker (TCP, TLS, the handshake) after this long, "
+        f"naming the URL and why (default {DEFAULT_CONNECT_TIMEOUT:g})",
+    )
+
+
+def _seconds(value: str) -> float:
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = math.nan
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, not {value!r}")
+    return seconds
+
+
+def add_topic_name(parser: argparse.ArgumentParser) -> None:
+    """The one spelling of a topic on every command: ``TOPIC`` is ``NAME`` (in ``-n NS``, by
+    default ``default``) or ``NAMESPACE/NAME``."""
+    parser.add_argument(
+        "topic",
+        metavar="TOPIC",
+        help="the topic: NAME (in the namespace -n gives) or NAMESPACE/NAME",
+    )
+    add_namespace_argument(parser)
 
 
 def add_topic_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("name", metavar="NAME", help="the topic's name")
-    add_namespace_argument(parser)
+    add_topic_name(parser)
     add_connection_arguments(parser)
 
 
 def add_namespace_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "-n", "--namespace", default="default", help="the topic's namespace (default: default)"
+        "-n",
+        "--namespace",
+        default=None,
+        help=f"the topic's namespace (default: {DEFAULT_NAMESPACE})",
     )
 
 
@@ -56,19 +89,30 @@ def add_output_argument(parser: argparse.ArgumentParser) -> None:
         "--output",
         choices=OUTPUT_FORMATS,
         default="table",
-        help="table (default) for people, json for scripts",
+        help="table or text (the same: for people, the default), or json for scripts",
     )
 
 
 def topic_of(args: argparse.Namespace) -> str:
-    return f"{args.namespace}/{args.name}"
+    """``NAMESPACE/NAME`` of the command's TOPIC and -n; ValueError (exit 2) when they name
+    different namespaces or TOPIC is malformed."""
+    namespace, slash, name = args.topic.rpartition("/")
+    if not slash:
+        return f"{args.namespace or DEFAULT_NAMESPACE}/{name}"
+    if not namespace or not name or "/" in namespace:
+        raise ValueError(f"a topic is named NAME or NAMESPACE/NAME, not {args.topic!r}")
+    if args.namespace is not None and args.namespace != namespace:
+        raise ValueError(
+            f"topic {args.topic!r} is in namespace {namespace!r}, but -n says {args.namespace!r}"
+        )
+    return f"{namespace}/{name}"
 
 
 def run_admin(args: argparse.Namespace, command: str, work: AdminWork) -> int:
     """Run ``work`` with an Admin on ``--url``; a refusal is one line on stderr and exit 1."""
 
     async def run() -> int:
-        async with Admin(args.url, args.auth_token) as admin:
+        async with Admin(args.url, args.auth_token, connect_timeout=args.connect_timeout) as admin:
             return await work(admin)
 
     return run_command(command, run)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import sys
 from pathlib import Path
 
@@ -19,6 +20,7 @@ def _run_broker(args: argparse.Namespace) -> int:
     from ..broker.open_files import OpenFilesLimitError, raise_open_files_limit
     from ..broker.registry import DataDirectoryInUse
     from ..listening import bound_address, listening_socket, write_address_file
+    from .server_checks import data_directory_problem, store_problem
     from .store_flags import store_budget
 
     try:
@@ -46,6 +48,11 @@ def _run_broker(args: argparse.Namespace) -> int:
     except ValidationError as error:
         print(f"stctl broker: invalid settings: {error}", file=sys.stderr)
         return 2
+    # Configuration errors no retry mends: one line and exit 1, before anything starts.
+    problem = data_directory_problem(config.data_dir) or asyncio.run(store_problem(args.store))
+    if problem is not None:
+        print(f"stctl broker: {problem}", file=sys.stderr)
+        return 1
     try:
         raise_open_files_limit(config.max_open_files)
     except OpenFilesLimitError as error:

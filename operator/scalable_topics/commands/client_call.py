@@ -13,7 +13,12 @@ ClientWork = Callable[[Client], Awaitable[int]]
 
 def run_client(args: argparse.Namespace, command: str, work: ClientWork) -> int:
     async def run() -> int:
-        async with Client(args.url, args.auth_token, client_name="stctl") as client:
+        async with Client(
+            args.url,
+            args.auth_token,
+            client_name="stctl",
+            connect_timeout=args.connect_timeout,
+        ) as client:
             return await work(client)
 
     return run_command(command, run)

@@ -3,21 +3,26 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
+import signal
 import socket
+from collections.abc import Callable
 
 from ..client import Client
 from ..client.consumer_message import ReceivedMessage
 from ..client.errors import Timeout
 from ..client.queue_consumer import QueueConsumer
 from ..client.stream_consumer import StreamConsumer
-from .admin_call import add_connection_arguments
+from ..tasks import cancel_and_wait
+from .admin_call import add_connection_arguments, add_output_argument, add_topic_name, topic_of
 from .client_call import run_client
 from .output import fail
 from .progress import Progress
 
 COMMAND = "stctl consume"
+DEFAULT_TIMEOUT = 10.0
 KINDS = ("auto", "queue", "key-shared", "stream")
 
 
@@ -52,39 +57,49 @@ async def _declared_type(client: Client, topic: str, subscription: str) -> str |
 def _run(args: argparse.Namespace) -> int:
     if args.count < 0:
         return fail(COMMAND, "--count must be 0 (until interrupted) or more", exit_code=2)
+    if args.follow and (args.count or args.timeout is not None):
+        return fail(
+            COMMAND,
+            "--follow reads until interrupted (Ctrl-C or SIGTERM): it takes no --count or "
+            "--timeout",
+            exit_code=2,
+        )
+    if args.timeout is not None and args.timeout <= 0:
+        return fail(COMMAND, "--timeout must be positive (seconds)", exit_code=2)
     render = message_json if args.output == "json" else message_text
-    consumer_name = args.name or f"stctl-{socket.gethostname()}-{os.getpid()}"
+    consumer_name = args.consumer_name or f"stctl-{socket.gethostname()}-{os.getpid()}"
 
     async def work(client: Client) -> int:
+        topic = topic_of(args)
         kind = args.type
         if kind == "auto":
-            declared = await _declared_type(client, args.topic, args.subscription)
+            declared = await _declared_type(client, topic, args.subscription)
             kind = "stream" if declared in ("Stream", "Checkpoint") else "queue"
         consumer: QueueConsumer | StreamConsumer
         if kind == "stream":
-            consumer = await client.subscribe_stream(args.topic, args.subscription, consumer_name)
+            consumer = await client.subscribe_stream(topic, args.subscription, consumer_name)
         else:
             consumer = await client.subscribe_queue(
-                args.topic,
+                topic,
                 args.subscription,
                 consumer_name=consumer_name,
                 key_ordered=kind == "key-shared",
                 initial_position=args.initial_position,
             )
+        if args.follow:
+            return await _follow(consumer, render, args.ack)
+        timeout = DEFAULT_TIMEOUT if args.timeout is None else args.timeout
         progress = Progress("consumed", args.count or None)
         try:
             while not args.count or progress.done < args.count:
                 try:
-                    message = await consumer.receive(wait_seconds=args.timeout)
+                    message = await consumer.receive(wait_seconds=timeout)
                 except Timeout:
                     break
                 if not args.quiet:
                     print(render(message), flush=True)
                 if args.ack:
-                    if isinstance(consumer, StreamConsumer):
-                        await consumer.acknowledge_cumulative(message)
-                    else:
-                        await consumer.acknowledge(message)
+                    await _acknowledge(consumer, message)
                 progress.advance()
         finally:
             if args.quiet:
@@ -93,14 +108,57 @@ def _run(args: argparse.Namespace) -> int:
         if args.count and progress.done < args.count:
             return fail(
                 COMMAND,
-                f"received {progress.done} of {args.count} messages; none came for "
-                f"{args.timeout:g} s",
+                f"received {progress.done} of {args.count} messages; none came for {timeout:g} s",
             )
         if args.quiet:
             print(f"consumed {progress.done} messages in {progress.elapsed:.2f} s")
         return 0
 
     return run_client(args, COMMAND, work)
+
+
+async def _acknowledge(consumer: QueueConsumer | StreamConsumer, message: ReceivedMessage) -> None:
+    if isinstance(consumer, StreamConsumer):
+        await consumer.acknowledge_cumulative(message)
+    else:
+        await consumer.acknowledge(message)
+
+
+async def _follow(
+    consumer: QueueConsumer | StreamConsumer,
+    render: Callable[[ReceivedMessage], str],
+    ack: bool,
+) -> int:
+    """Print (and acknowledge) every message as it comes, until SIGINT or SIGTERM; then close
+    the consumer, which makes the acknowledgements durable, and exit 0. A message is printed
+    only once taken, and taken only while no signal came: what was printed is acknowledged,
+    what was not is delivered again to the next consumer."""
+    loop = asyncio.get_running_loop()
+    stopping = asyncio.Event()
+    signals = (signal.SIGINT, signal.SIGTERM)
+    for signum in signals:
+        loop.add_signal_handler(signum, stopping.set)
+    stop = loop.create_task(stopping.wait(), name="wait for a signal")
+    try:
+        while not stopping.is_set():
+            receiving = loop.create_task(consumer.receive(), name="receive")
+            try:
+                await asyncio.wait({receiving, stop}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                if not receiving.done():
+                    await cancel_and_wait(receiving)  # nothing taken: nothing lost
+            if receiving.cancelled():
+                break
+            message = receiving.result()  # ClientClosed and the like end the command
+            print(render(message), flush=True)
+            if ack:
+                await _acknowledge(consumer, message)
+    finally:
+        await cancel_and_wait(stop)
+        for signum in signals:
+            loop.remove_signal_handler(signum)
+        await consumer.close()
+    return 0
 
 
 def add_consume(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -110,7 +168,7 @@ def add_consume(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
         description="Read messages of a subscription, print one per line "
         "(SEGMENT:ENTRY:INDEX key=KEY PAYLOAD, or JSON) and acknowledge them.",
     )
-    consume.add_argument("topic", metavar="TOPIC", help="NAME or NAMESPACE/NAME")
+    add_topic_name(consume)
     consume.add_argument("-s", "--subscription", required=True, help="the subscription's name")
     consume.add_argument(
         "-t",
@@ -122,18 +180,28 @@ def add_consume(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
     )
     consume.add_argument(
         "--name",
+        dest="consumer_name",
+        metavar="NAME",
         default=None,
         help="the consumer's name: a stream subscription deals its segments by name, one name "
         "one consumer (default stctl-HOST-PID, unique to this run)",
     )
     consume.add_argument(
-        "-n", "--count", type=int, default=0, help="stop after this many (default 0: no limit)"
+        "-c", "--count", type=int, default=0, help="stop after this many (default 0: no limit)"
     )
     consume.add_argument(
         "--timeout",
         type=float,
-        default=10.0,
-        help="stop when no message came for this many seconds (default 10)",
+        default=None,
+        help=f"stop when no message came for this many seconds (default {DEFAULT_TIMEOUT:g})",
+    )
+    consume.add_argument(
+        "-f",
+        "--follow",
+        action="store_true",
+        help="keep reading until Ctrl-C or SIGTERM (no --count or --timeout), printing and "
+        "acknowledging each message as it comes; then close cleanly (acknowledgements "
+        "made durable) and exit 0",
     )
     consume.add_argument(
         "--no-ack", dest="ack", action="store_false", help="do not acknowledge what is read"
@@ -147,8 +215,6 @@ def add_consume(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
     consume.add_argument(
         "-q", "--quiet", action="store_true", help="print a count and a progress bar only"
     )
-    consume.add_argument(
-        "-o", "--output", choices=["text", "json"], default="text", help="text (default) or json"
-    )
+    add_output_argument(consume)
     add_connection_arguments(consume)
     consume.set_defaults(run=_run)

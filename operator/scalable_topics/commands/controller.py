@@ -25,6 +25,7 @@ def _run_controller(args: argparse.Namespace) -> int:
     from ..controller.manager import ControllerManager
     from ..store import open_store
     from ..tasks import cancel_all
+    from .server_checks import store_problem
     from .store_flags import store_budget
 
     log = logging.getLogger("scalable_topics.commands.controller")
@@ -55,6 +56,13 @@ def _run_controller(args: argparse.Namespace) -> int:
     async def serve() -> int:
         import signal
 
+        problem = await store_problem(args.store)
+        if problem is not None:
+            await store.close()
+            if config.listen_socket is not None:
+                config.listen_socket.close()
+            print(f"stctl controller: {problem}", file=sys.stderr)
+            return 1
         # Kubernetes stops pods with SIGTERM: leave cleanly, releasing the leases we hold so
         # that another controller leads at once instead of after the lease expires.
         loop = asyncio.get_running_loop()

@@ -40,10 +40,11 @@ def _run_operator(args: argparse.Namespace) -> int:
     import logging
 
     from ..controller.manager import ControllerManager
-    from ..kopf_app import OperatorApp, run_operator
+    from ..kopf_app import OperatorApp, RetriesAsWarnings, run_operator
     from ..store import open_store
     from ..store.kubernetes import parse_url
     from .controller import controller_config, listening
+    from .server_checks import store_problem
     from .store_flags import store_budget
 
     logging.basicConfig(
@@ -53,6 +54,8 @@ def _run_operator(args: argparse.Namespace) -> int:
     # kubelet probe. Its warnings and errors are what an operator's log needs.
     for chatty in ("kopf.objects", "kopf.activities.probe"):
         logging.getLogger(chatty).setLevel(logging.WARNING)
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(RetriesAsWarnings())
     url = store_url(args.kubeconfig, args.context)
     try:
         budget = store_budget(url, args.store_qps, args.store_burst)
@@ -71,6 +74,12 @@ def _run_operator(args: argparse.Namespace) -> int:
         liveness = f"http://{'[' + host + ']' if ':' in host else host}:{port}/healthz"
 
     async def serve() -> int:
+        problem = await store_problem(url)
+        if problem is not None:
+            if config.listen_socket is not None:
+                config.listen_socket.close()
+            print(f"{COMMAND}: {problem}", file=sys.stderr)
+            return 1
         store = open_store(url, budget=budget)
         manager = ControllerManager(store, config, follow_topics=False)
         app = OperatorApp(manager, parse_url(url))

@@ -9,7 +9,7 @@ from collections.abc import Iterable, Sequence
 from ..admin.stats_table import columns
 
 MISSING = "-"
-OUTPUT_FORMATS = ("table", "json")
+OUTPUT_FORMATS = ("table", "text", "json")  # table and text are the same: for people
 
 
 def text(value: object) -> str:

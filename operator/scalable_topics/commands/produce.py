@@ -20,7 +20,7 @@ from pathlib import Path
 
 from ..client import Client, ClientError, Producer, SendFailed
 from ..tasks import cancel_and_wait
-from .admin_call import add_connection_arguments, add_output_argument
+from .admin_call import add_connection_arguments, add_output_argument, add_topic_name, topic_of
 from .client_call import run_client
 from .output import fail, print_json
 from .progress import Progress
@@ -153,7 +153,7 @@ def _run(args: argparse.Namespace) -> int:
     async def work(client: Client) -> int:
         texts, total = await _texts(source)
         producer = await client.create_producer(
-            args.topic,
+            topic_of(args),
             batching_max_delay=0.005,
             send_timeout=args.send_timeout,
             max_pending_messages=WINDOW,
@@ -242,7 +242,7 @@ def add_produce(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
         "the service goes away, it ends about one send timeout later. Exit 2: bad arguments "
         "or input.",
     )
-    produce.add_argument("topic", metavar="TOPIC", help="NAME or NAMESPACE/NAME")
+    add_topic_name(produce)
     source = produce.add_mutually_exclusive_group()
     source.add_argument("-m", "--message", action="append", help="a message (repeatable)")
     source.add_argument("-f", "--file", help="send each line of this file")

@@ -7,11 +7,16 @@ import asyncio
 import logging
 import signal
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .store_flags import add_store_budget_flags
 from .timeout_flags import add_timeout_flags, timeouts
 
+if TYPE_CHECKING:
+    from .standalone_system import StandaloneSettings
+
 COMMAND = "stctl standalone"
+LOCK_FILE = "standalone.lock"  # in the data directory, flocked while a standalone runs there
 
 
 def _hint(service_url: str, default_url: str) -> str:
@@ -21,7 +26,7 @@ def _hint(service_url: str, default_url: str) -> str:
             "Try:",
             f"  stctl topics create orders --segments 2 --subscription billing:Stream{url}",
             f"  stctl produce orders -m hello -m world{url}",
-            f"  stctl consume orders -s billing -n 2{url}",
+            f"  stctl consume orders -s billing -c 2{url}",
             f"  stctl topics describe orders{url}",
             "Stop with Ctrl-C.",
         ]
@@ -29,14 +34,11 @@ def _hint(service_url: str, default_url: str) -> str:
 
 
 def _run_standalone(args: argparse.Namespace) -> int:
-    from .admin_call import DEFAULT_URL
+    from ..broker.storage.durable_fs import DirectoryLock
+    from ..broker.storage.errors import StorageLocked
     from .output import fail
-    from .standalone_system import (
-        StandaloneError,
-        StandaloneSettings,
-        StandaloneSystem,
-        port_ranges,
-    )
+    from .server_checks import data_directory_problem
+    from .standalone_system import StandaloneSettings
     from .store_flags import store_budget
 
     if args.brokers < 1:
@@ -75,10 +77,30 @@ def _run_standalone(args: argparse.Namespace) -> int:
         kube_api_port=kube_api_port,
         timeouts=timeouts(args),
     )
+    problem = data_directory_problem(settings.data_dir) or data_directory_problem(settings.log_dir)
+    if problem is not None:
+        return fail(COMMAND, problem)
+    # One standalone per directory, before anything in it is touched: a second one would
+    # share the store with the first, take over its controller's leases and rewrite its
+    # kubeconfig before its broker found the broker directory locked.
     try:
-        settings.log_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        return fail(COMMAND, f"cannot use data directory {settings.data_dir}: {error.strerror}")
+        lock = DirectoryLock(settings.data_dir, LOCK_FILE)
+    except StorageLocked:
+        return fail(
+            COMMAND, f"the data directory {settings.data_dir} is in use by another stctl standalone"
+        )
+    try:
+        return _serve(settings)
+    finally:
+        lock.release()
+
+
+def _serve(settings: StandaloneSettings) -> int:
+    from ..broker.registry import DataDirectoryInUse
+    from .admin_call import DEFAULT_URL
+    from .output import fail
+    from .standalone_system import StandaloneError, StandaloneSystem, port_ranges
+
     logging.basicConfig(
         filename=settings.log_dir / "standalone.log",
         level=logging.INFO,
@@ -124,7 +146,7 @@ def _run_standalone(args: argparse.Namespace) -> int:
                 system.check_controller()
             stop_asked.cancel()
             return 0
-        except StandaloneError as error:
+        except (StandaloneError, DataDirectoryInUse) as error:
             return fail(COMMAND, str(error))
         finally:
             await system.stop()

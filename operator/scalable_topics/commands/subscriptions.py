@@ -21,13 +21,14 @@ def _command(args: argparse.Namespace) -> str:
 
 def _run_create(args: argparse.Namespace) -> int:
     async def work(admin: Admin) -> int:
-        declared = await admin.create_subscription(topic_of(args), args.subscription, args.type)
+        topic = topic_of(args)
+        declared = await admin.create_subscription(topic, args.subscription, args.type)
         if args.output == "json":
             print_json(declared)
         else:
             print(
                 f"subscription {args.subscription} ({args.type}) declared on topic "
-                f"{args.namespace}/{args.name}; it starts at the latest message"
+                f"{topic}; it starts at the latest message"
             )
         return 0
 
@@ -36,13 +37,12 @@ def _run_create(args: argparse.Namespace) -> int:
 
 def _run_delete(args: argparse.Namespace) -> int:
     async def work(admin: Admin) -> int:
-        await admin.delete_subscription(topic_of(args), args.subscription)
+        topic = topic_of(args)
+        await admin.delete_subscription(topic, args.subscription)
         if args.output == "json":
             print_json({"name": args.subscription, "deleted": True})
         else:
-            print(
-                f"subscription {args.subscription} removed from topic {args.namespace}/{args.name}"
-            )
+            print(f"subscription {args.subscription} removed from topic {topic}")
         return 0
 
     return run_admin(args, _command(args), work)
@@ -50,13 +50,14 @@ def _run_delete(args: argparse.Namespace) -> int:
 
 def _run_list(args: argparse.Namespace) -> int:
     async def work(admin: Admin) -> int:
-        subscriptions = await admin.list_subscriptions(topic_of(args))
+        topic = topic_of(args)
+        subscriptions = await admin.list_subscriptions(topic)
         if args.output == "json":
             print_json(subscriptions)
         elif subscriptions:
             sys.stdout.write("\n".join(subscription_table(subscriptions)) + "\n")
         else:
-            print(f"topic {args.namespace}/{args.name} has no subscriptions")
+            print(f"topic {topic} has no subscriptions")
         return 0
 
     return run_admin(args, _command(args), work)

@@ -51,22 +51,35 @@ def operation_line(operation: Operation | None) -> str:
 
 
 def subscription_table(subscriptions: Sequence[SubscriptionDescription]) -> list[str]:
-    rows = [["NAME", "TYPE", "DECLARED", "STATE", "CONSUMERS"]]
+    """DECLARED says ``no (runtime)`` for a subscription a consumer created; SEGMENTS and
+    ATTACHED are what the segments' brokers have of it (``-`` when they were not asked),
+    CONSUMERS the registrations of stream and checkpoint consumers."""
+    rows = [["NAME", "TYPE", "DECLARED", "STATE", "SEGMENTS", "ATTACHED", "CONSUMERS"]]
     for sub in subscriptions:
         consumers = [
             f"{c['name']}[{','.join(str(i) for i in c['assignedSegments'])}]"
             for c in sub["consumers"]
         ]
+        segments = sub.get("segments")
         rows.append(
             [
                 sub["name"],
                 text(sub["type"]),
-                "yes" if sub["declared"] else "no",
+                _declared(sub),
                 text(sub["state"]),
+                text(None if segments is None else len(segments)),
+                text(sub.get("attachedConsumers")),
                 text(consumers),
             ]
         )
     return columns(rows)
+
+
+def _declared(subscription: SubscriptionDescription) -> str:
+    if subscription["declared"]:
+        return "yes"
+    # Undeclared with a state: the controller is deleting it; without, a consumer made it.
+    return "no" if subscription["state"] else "no (runtime)"
 
 
 def describe_text(topic: TopicDescription) -> str:

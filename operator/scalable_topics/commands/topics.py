@@ -10,6 +10,7 @@ from typing import TypeAlias
 from ..admin.stats_table import render_table
 from ..client.admin import Admin
 from .admin_call import (
+    DEFAULT_NAMESPACE,
     add_connection_arguments,
     add_namespace_argument,
     add_output_argument,
@@ -55,8 +56,9 @@ def _run_create(args: argparse.Namespace) -> int:
     }
 
     async def work(admin: Admin) -> int:
+        topic = topic_of(args)
         created = await admin.create_topic(
-            topic_of(args),
+            topic,
             args.segments,
             args.subscription,
             dict(args.property),
@@ -66,10 +68,7 @@ def _run_create(args: argparse.Namespace) -> int:
             print_json(created)
         else:
             subscriptions = ", ".join(f"{n}:{t}" for n, t in args.subscription) or "none"
-            print(
-                f"topic {args.namespace}/{args.name} created: {args.segments} segments, "
-                f"subscriptions {subscriptions}"
-            )
+            print(f"topic {topic} created: {args.segments} segments, subscriptions {subscriptions}")
         return 0
 
     return run_admin(args, _command(args), work)
@@ -114,13 +113,14 @@ def _add_create(commands: Subcommands) -> None:
 
 def _run_list(args: argparse.Namespace) -> int:
     async def work(admin: Admin) -> int:
-        topics = await admin.list_topics(None if args.all_namespaces else args.namespace)
+        namespace = args.namespace or DEFAULT_NAMESPACE
+        topics = await admin.list_topics(None if args.all_namespaces else namespace)
         if args.output == "json":
             print_json(topics)
         elif topics:
             print_table(LIST_HEADER, list_rows(topics))
         else:
-            where = "any namespace" if args.all_namespaces else f"namespace {args.namespace}"
+            where = "any namespace" if args.all_namespaces else f"namespace {namespace}"
             print(f"no topics in {where}")
         return 0
 
@@ -152,11 +152,12 @@ def _run_describe(args: argparse.Namespace) -> int:
 
 def _run_delete(args: argparse.Namespace) -> int:
     async def work(admin: Admin) -> int:
-        summary = await admin.delete_topic(topic_of(args))
+        topic = topic_of(args)
+        summary = await admin.delete_topic(topic)
         if args.output == "json":
             print_json(summary)
         else:
-            print(f"topic {args.namespace}/{args.name} is being deleted")
+            print(f"topic {topic} is being deleted")
         return 0
 
     return run_admin(args, _command(args), work)

@@ -11,7 +11,7 @@ import sys
 from ..client import Client
 from ..client.topic_layout import TopicLayout
 from ..model.segment import SegmentState
-from .admin_call import add_connection_arguments
+from .admin_call import add_connection_arguments, add_output_argument, add_topic_name, topic_of
 from .client_call import run_client
 
 COMMAND = "stctl watch"
@@ -54,7 +54,7 @@ def _run(args: argparse.Namespace) -> int:
     render = layout_json if args.output == "json" else layout_line
 
     async def work(client: Client) -> int:
-        watcher = await client.watch(args.topic)
+        watcher = await client.watch(topic_of(args))
         shown = watcher.layout
         print(render(shown), flush=True)
         for _ in range(args.changes - 1 if args.changes else sys.maxsize):
@@ -73,16 +73,10 @@ def add_watch(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
         description="Print the topic's DAG (epoch, Active segments with their hash ranges and "
         "brokers, sealed segments) now and whenever it changes, until interrupted.",
     )
-    watch.add_argument("topic", metavar="TOPIC", help="NAME or NAMESPACE/NAME")
+    add_topic_name(watch)
     watch.add_argument(
         "--changes", type=int, default=0, help="exit after this many layouts (default: never)"
     )
-    watch.add_argument(
-        "-o",
-        "--output",
-        choices=["text", "json"],
-        default="text",
-        help="text (default), or json: one object per line",
-    )
+    add_output_argument(watch)
     add_connection_arguments(watch)
     watch.set_defaults(run=_run)

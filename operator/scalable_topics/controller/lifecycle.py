@@ -51,14 +51,17 @@ from ..model.resources import (
     Segment,
     SegmentPhase,
     TopicPhase,
+    namespace_problem,
+    topic_name_problem,
 )
 from ..store import Conflict, NotFound, Store
 from ..store.informers import Informers
 from ..tasks import gather_settled
 from .brokers import registered_brokers
 from .events import EventRecorder
+from .failures import InvalidSpec
 from .gc import SegmentCollector
-from .segment_objects import ensure_segment_object, mark_deleting
+from .segment_objects import SegmentObject, ensure_segment_object, mark_deleting
 from .subscriptions import SubscriptionSync
 
 log = logging.getLogger(__name__)
@@ -106,6 +109,11 @@ class TopicLifecycle:
             return True
         if raw["metadata"].get("deletionTimestamp"):
             return await self._finalize(raw)
+        # Before anything is written: a name that cannot label its Segments (a topic stored by
+        # an older release, or straight into the store) would leave a topic half created.
+        problem = namespace_problem(namespace) or topic_name_problem(name)
+        if problem is not None:
+            raise InvalidSpec(f"metadata.name: {problem}")
         topic = ScalableTopic.model_validate(raw)
         if FINALIZER not in topic.metadata.finalizers:
             raw = await self._store.patch(
@@ -303,13 +311,12 @@ class TopicLifecycle:
         namespace, name = metadata.namespace or "default", metadata.name
         if (raw.get("status") or {}).get("phase") != TopicPhase.DELETING.value:
             metadata = await self._write_deleting(raw)
-        segments = [
-            Segment.model_validate(item) for item in self._informers.segments_of(namespace, name)
-        ]
+        # Read without the model: an object whose spec it refuses still goes.
+        segments = [SegmentObject.of(item) for item in self._informers.segments_of(namespace, name)]
         await self._delete_storage(namespace, name, segments)
         for segment in segments:
             with contextlib.suppress(NotFound):
-                await self._store.delete(Segment.KIND, namespace, segment.metadata.name)
+                await self._store.delete(Segment.KIND, namespace, segment.name)
         finalizers = [f for f in metadata.finalizers if f != FINALIZER]
         try:
             await self._store.patch(
@@ -358,18 +365,20 @@ class TopicLifecycle:
         )
         return ObjectMeta.model_validate(written["metadata"])
 
-    async def _delete_storage(self, namespace: str, name: str, segments: Sequence[Segment]) -> None:
+    async def _delete_storage(
+        self, namespace: str, name: str, segments: Sequence[SegmentObject]
+    ) -> None:
         """Delete the segments' storage, brokers side by side, each broker's one after the
         other. A broker that does not answer in time is given up: its remaining segments are
         left to it (it removes storage without a Segment object when it registers)."""
-        by_broker: defaultdict[str, list[Segment]] = defaultdict(list)
+        by_broker: defaultdict[str, list[SegmentObject]] = defaultdict(list)
         for segment in segments:
-            if segment.status.broker is not None:
-                by_broker[segment.status.broker].append(segment)
+            if segment.broker is not None:
+                by_broker[segment.broker].append(segment)
 
-        async def on(broker: str, hosted: list[Segment]) -> None:
+        async def on(broker: str, hosted: list[SegmentObject]) -> None:
             for segment in hosted:
-                descriptor = segment.metadata.name.removeprefix(f"{name}-")
+                descriptor = segment.name.removeprefix(f"{name}-")
                 await mark_deleting(self._store, segment)
                 try:
                     async with asyncio.timeout(self.broker_delete_timeout):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from ..model.hash_range import HashRange
@@ -82,15 +83,44 @@ async def ensure_segment_object(
         return await store.get(Segment.KIND, namespace, name)
 
 
-async def mark_deleting(store: Store, segment: Segment) -> None:
+@dataclass(frozen=True, slots=True)
+class SegmentObject:
+    """What deleting a topic needs of a Segment object, read from its metadata and status
+    only: an object whose spec the model refuses (a topic left half created) still goes."""
+
+    namespace: str
+    name: str
+    broker: str | None
+    state: str | None
+
+    @classmethod
+    def of(cls, raw: dict[str, Any]) -> SegmentObject:
+        metadata, status = raw.get("metadata") or {}, raw.get("status") or {}
+        broker, state = status.get("broker"), status.get("state")
+        return cls(
+            metadata.get("namespace") or "default",
+            metadata["name"],
+            broker if isinstance(broker, str) else None,
+            state if isinstance(state, str) else None,
+        )
+
+
+async def mark_deleting(store: Store, segment: Segment | SegmentObject) -> None:
     """Record that the segment's storage is being removed (garbage collection, topic deletion,
     a rolled-back child): state ``Deleting`` until the object goes. An object gone is fine."""
-    if segment.status.state is SegmentPhase.DELETING:
+    if isinstance(segment, Segment):
+        segment = SegmentObject(
+            segment.metadata.namespace or "default",
+            segment.metadata.name,
+            segment.status.broker,
+            segment.status.state.value if segment.status.state is not None else None,
+        )
+    if segment.state == SegmentPhase.DELETING.value:
         return
     with contextlib.suppress(NotFound):
         await store.patch_status(
             Segment.KIND,
-            segment.metadata.namespace or "default",
-            segment.metadata.name,
+            segment.namespace,
+            segment.name,
             {"status": {"state": SegmentPhase.DELETING.value}},
         )

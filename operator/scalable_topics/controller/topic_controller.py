@@ -232,7 +232,13 @@ class TopicController:
                     c.model_dump(mode="json", by_alias=True, exclude_none=True)
                     for c in set_condition(conditions, condition)
                 ],
-                "phase": TopicPhase.FAILED.value,
+                # A deletion that fails stays Deleting: flipping the phase would make the
+                # next pass write Deleting again, and each write wakes the other.
+                "phase": (
+                    TopicPhase.DELETING
+                    if raw["metadata"].get("deletionTimestamp")
+                    else TopicPhase.FAILED
+                ).value,
                 "observedGeneration": generation,
             }
         }

@@ -19,7 +19,7 @@ the state as it was.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -144,6 +144,23 @@ class CursorState:
                 break
             covered += min(end, last_entry_id) - start + 1
         return last_entry_id - self._mark_delete - covered
+
+    def backlog_messages(self, last_entry_id: int, messages_in: Callable[[int, int], int]) -> int:
+        """How many messages up to ``last_entry_id`` are not acknowledged, where
+        ``messages_in(first, last)`` says how many messages the entries ``first..last`` hold
+        (a producer batch is one entry of several messages)."""
+        first = self._mark_delete + 1
+        if last_entry_id < first:
+            return 0
+        backlog = messages_in(first, last_entry_id)
+        for start, end in zip(self._range_starts, self._range_ends, strict=True):
+            if start > last_entry_id:
+                break
+            backlog -= messages_in(start, min(end, last_entry_id))
+        for entry, partial in self._partial.items():
+            if entry <= last_entry_id:
+                backlog -= len(partial.acked)
+        return backlog
 
     def is_drained(self, last_entry_id: int) -> bool:
         """Whether every entry up to ``last_entry_id`` (a sealed segment's last entry) is fully

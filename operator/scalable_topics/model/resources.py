@@ -38,6 +38,31 @@ SUBSCRIPTION_NAME_MAX = 128
 # A topic's name is the value of its Segments' TOPIC_LABEL, and a label value has at most 63
 # characters: a longer name would make a topic whose Segments cannot be created.
 TOPIC_NAME_MAX = 63
+NAMESPACE_MAX = 63  # a Kubernetes namespace is a DNS label
+
+
+DNS_LABEL_RULE = "lower-case letters, digits and '-', starting and ending with a letter or digit"
+
+
+def _label_problem(what: str, value: str, limit: int) -> str | None:
+    if not value:
+        return f"{what} must not be empty"
+    too_long = len(value) > limit
+    if too_long or not re.fullmatch(NAME_PATTERN, value):
+        length = f" (it has {len(value)} characters)" if too_long else ""
+        return f"{what} {value!r} is not a DNS label: at most {limit} {DNS_LABEL_RULE}{length}"
+    return None
+
+
+def topic_name_problem(name: str) -> str | None:
+    """Why ``name`` cannot name a topic, or None: a DNS label of at most TOPIC_NAME_MAX
+    characters (it is the value of its Segments' TOPIC_LABEL, and part of their names)."""
+    return _label_problem("topic name", name, TOPIC_NAME_MAX)
+
+
+def namespace_problem(namespace: str) -> str | None:
+    """Why ``namespace`` cannot be a topic's namespace (a Kubernetes namespace), or None."""
+    return _label_problem("namespace", namespace, NAMESPACE_MAX)
 
 
 def subscription_name_problem(name: str) -> str | None:

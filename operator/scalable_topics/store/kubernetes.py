@@ -68,6 +68,7 @@ from typing import Any, Self
 from urllib.parse import parse_qs, quote, unquote, urlsplit
 
 import aiohttp
+import yaml
 from kubernetes_asyncio.client import ApiClient, Configuration
 from kubernetes_asyncio.client.exceptions import ApiException
 from kubernetes_asyncio.config import ConfigException, load_incluster_config, load_kube_config
@@ -204,7 +205,7 @@ async def load_configuration(source: ClusterSource) -> Any:
             )
     except StoreError:
         raise
-    except (ConfigException, OSError, ValueError, KeyError, TypeError) as exc:
+    except (ConfigException, OSError, ValueError, KeyError, TypeError, yaml.YAMLError) as exc:
         raise StoreError(
             f"cannot load the client configuration from {source.describe()}: {exc}"
         ) from exc

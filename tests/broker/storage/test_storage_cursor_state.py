@@ -239,6 +239,18 @@ class CursorMachine(RuleBasedStateMachine):
         assert self.state.mark_delete == first_unacked - 1
         assert list(self.state.unacked_entries(ENTRIES - 1)) == unacked
         assert self.state.backlog_entries(ENTRIES - 1) == len(unacked)
+
+        def messages_in(first: int, last: int) -> int:
+            return sum(self.batch_sizes[first : last + 1])
+
+        for last in range(-1, ENTRIES):
+            unacked_messages = sum(
+                1
+                for entry in range(last + 1)
+                for position in self.positions(entry)
+                if position not in self.acked
+            )
+            assert self.state.backlog_messages(last, messages_in) == unacked_messages
         for last in range(-1, ENTRIES):
             assert self.state.is_drained(last) == all(self.fully_acked(e) for e in range(last + 1))
 

@@ -200,6 +200,12 @@ class SegmentLog:
         return self._last_entry_id
 
     @property
+    def next_entry_id(self) -> int:
+        """The id the next append takes: ids are given when ``append`` is called, in call
+        order, whether or not its caller waits for the record to be durable."""
+        return self._next_entry_id
+
+    @property
     def sealed(self) -> bool:
         return self._sealed
 
