@@ -45,6 +45,15 @@ async def following(operator: OperatorProcess) -> dict[str, float]:
     return found
 
 
+async def led_shards(operator: OperatorProcess) -> float:
+    async with aiohttp.ClientSession() as http, http.get(operator.url + "/metrics") as answer:
+        text = await answer.text()
+    for line in text.splitlines():
+        if line.startswith("st_controller_led_shards "):
+            return float(line.split()[1])
+    return -1.0
+
+
 async def test_ready_while_it_follows_the_api_and_unready_while_it_cannot_reach_it(
     tmp_path: Path,
 ) -> None:
@@ -89,6 +98,13 @@ async def test_ready_while_it_follows_the_api_and_unready_while_it_cannot_reach_
 
         await eventually(ready, "the operator to be ready again once the API is back")
 
+        # The outage outlasted the renew deadline: the shards were given up and are being
+        # taken again. Stop only once they all are, or a take still in flight when SIGTERM
+        # comes is one the operator never learns it won (and so cannot release).
+        async def leads_every_shard_again() -> bool:
+            return await led_shards(operator) == 16
+
+        await eventually(leads_every_shard_again, "the operator to hold all 16 shards again")
         operator.stop()
         assert operator.exit_code == 0, operator.log()
         kubectl = find_kubectl()

@@ -102,15 +102,18 @@ async def test_a_controller_killed_at_any_step_boundary_is_replaced_and_the_oper
                         }
                     },
                 )
-                rescuer = ControllerProcess(tmp_path, store_url, f"rescuer-{index}")
-                rescuer.start()
-                controllers.append(rescuer)
 
                 async def faulty_died(process: ControllerProcess = faulty) -> bool:
                     return process.exit_code is not None
 
                 await eventually(faulty_died, f"{faulty.identity} to reach {boundary}")
                 assert faulty.exit_code == -signal.SIGKILL, faulty.log()
+                # Started only now: a replica that joined earlier would take its share of the
+                # shards at once, and the topic's shard with it, before the faulty one reached
+                # its failpoint.
+                rescuer = ControllerProcess(tmp_path, store_url, f"rescuer-{index}")
+                rescuer.start()
+                controllers.append(rescuer)
 
                 async def finished(request: str = request) -> bool:
                     current = await topic()
