@@ -9,6 +9,7 @@ operator replica is killed and comes back, where a broker keeps its storage).
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import os
 import secrets
@@ -256,8 +257,6 @@ class KindCluster:
         secret = json.loads(
             await self.kubectl("get", "secret", "scalable-topics-cluster-token", *ns, "-o", "json")
         )
-        import base64
-
         self._token = base64.b64decode(secret["data"]["token"]).decode()
         await self._list_operators()
 

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import os
-import signal
 import subprocess
 import sys
 from pathlib import Path
 
 import aiohttp
 
+from .child_process import kill, terminate
 from .ports import reported_address
 
 STARTUP_TIMEOUT = 30.0
@@ -79,18 +79,10 @@ class BrokerProcess:
                 await asyncio.sleep(0.05)
 
     def kill(self) -> None:
-        assert self.process is not None
-        self.process.send_signal(signal.SIGKILL)
-        self.process.wait(timeout=30)
+        kill(self.process)
 
     def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        terminate(self.process)
 
     async def admin(
         self,

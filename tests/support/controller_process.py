@@ -4,13 +4,13 @@ failpoint."""
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 from pathlib import Path
 
 from scalable_topics.controller.failpoints import ENVIRONMENT_VARIABLE
 
+from .child_process import kill, terminate
 from .ports import reported_address
 
 # Short leases so that a failover takes about two seconds.
@@ -77,19 +77,11 @@ class ControllerProcess:
         return self.process.poll()
 
     def kill(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.send_signal(signal.SIGKILL)
-            self.process.wait(timeout=30)
+        kill(self.process)
 
     def stop(self) -> None:
         """SIGTERM: the controller releases its leases and exits."""
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        terminate(self.process)
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")

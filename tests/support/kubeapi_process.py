@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from .child_process import kill, terminate
 from .ports import reported_address
 
 
@@ -82,18 +83,10 @@ class KubeApiProcess:
         return f"https://{host}:{self.port}"
 
     def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        terminate(self.process)
 
     def kill(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.kill()
-            self.process.wait()
+        kill(self.process)
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")

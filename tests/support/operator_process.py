@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +13,7 @@ import aiohttp
 
 from scalable_topics.controller.failpoints import ENVIRONMENT_VARIABLE
 
+from .child_process import kill, terminate
 from .ports import reported_address
 
 READY_SECONDS = 60.0  # bounds a failing start only
@@ -112,19 +112,11 @@ class OperatorProcess:
         return self.process.poll()
 
     def kill(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.send_signal(signal.SIGKILL)
-            self.process.wait(timeout=30)
+        kill(self.process)
 
     def stop(self) -> None:
         """SIGTERM: kopf stops, the controller releases its Leases, the process exits."""
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        terminate(self.process, timeout=30)
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
