@@ -70,6 +70,8 @@ class WireClient:
         self.closed = False
         self._sending: set[asyncio.Future[None]] = set()
         self.events: asyncio.Queue[Command] = asyncio.Queue()
+        # Every SendReceipt, SendError and ProducerClosed, in the order they arrived.
+        self.producer_answers: list[SendReceipt | SendError | ProducerClosed] = []
         self.unmatched_errors: asyncio.Queue[Error] = asyncio.Queue()
         self._session: aiohttp.ClientSession | None = None
         self._ws: aiohttp.ClientWebSocketResponse | None = None
@@ -291,12 +293,15 @@ class WireClient:
                     for message in command.messages:
                         self.messages[command.consumer_id].put_nowait(message)
                 case SendReceipt() | SendError():
+                    self.producer_answers.append(command)
                     future = self._receipts.pop((command.producer_id, command.sequence_id), None)
                     if future is not None and not future.done():
                         future.set_result(command)
+                case ProducerClosed():
+                    self.producer_answers.append(command)
+                    self.events.put_nowait(command)
                 case (
-                    ProducerClosed()
-                    | ConsumerClosed()
+                    ConsumerClosed()
                     | EndOfSegment()
                     | ConsumerAssignment()
                     | RegistrationClosed()

@@ -21,7 +21,8 @@ from .admin import REGISTRY_KEY, TOKEN_KEY, add_routes, admin_errors
 from .config import BrokerConfig
 from .controller_links import ControllerLinks
 from .drain_markers import DrainMarkers
-from .metrics import metrics_handler
+from .inflight import PublishCounters
+from .metrics import PUBLISH_COUNTERS_KEY, metrics_handler
 from .orphan_storage import reclaim_until_done, store_knows_broker
 from .registration import Registration
 from .registry import SegmentRegistry
@@ -51,6 +52,7 @@ async def websocket(request: web.Request) -> web.WebSocketResponse:
         request.app[REGISTRY_KEY],
         topic_watches=request.app[TOPIC_WATCHES_KEY],
         controller_links=request.app[CONTROLLER_LINKS_KEY],
+        publish_counters=request.app[PUBLISH_COUNTERS_KEY],
     ).serve()
     return ws
 
@@ -62,6 +64,7 @@ def build_app(
     ``informers`` (running ones, shared with a controller in the same process) to its own."""
     app = web.Application(middlewares=[admin_errors])
     app[CONFIG_KEY] = config
+    app[PUBLISH_COUNTERS_KEY] = PublishCounters()
     if config.auth_token is not None:
         app[TOKEN_KEY] = config.auth_token
 

@@ -17,8 +17,11 @@ from prometheus_client.registry import Collector
 
 from ..store.metrics import register_store_collectors
 from .admin import REGISTRY_KEY
+from .inflight import PublishCounters
 from .registry import SegmentRegistry
 from .topic_admin import INFORMERS_KEY, STORE_KEY
+
+PUBLISH_COUNTERS_KEY = web.AppKey("publish_counters", PublishCounters)
 
 _SEGMENT = ["namespace", "topic", "segment"]
 _SUBSCRIPTION = [*_SEGMENT, "subscription"]
@@ -96,6 +99,42 @@ class SegmentCollector(Collector):
         )
 
 
+class PublishCollector(Collector):
+    """The in-flight publish limits at work, over every connection (broker/inflight.py)."""
+
+    def __init__(self, counters: PublishCounters) -> None:
+        self._counters = counters
+
+    def collect(self) -> Iterator[Metric]:
+        counters = self._counters
+        yield GaugeMetricFamily(
+            "st_broker_publishes_in_flight",
+            "sends read and not answered yet, over every connection",
+            value=counters.in_flight,
+        )
+        yield GaugeMetricFamily(
+            "st_broker_publish_bytes_in_flight",
+            "what the sends in flight hold, in bytes (payloads, keys, properties, and a "
+            "per-message overhead)",
+            value=counters.in_flight_bytes,
+        )
+        yield GaugeMetricFamily(
+            "st_broker_publishes_in_flight_connection_max",
+            "the most sends one connection has had in flight at once since the broker started",
+            value=counters.most_in_flight,
+        )
+        yield CounterMetricFamily(
+            "st_broker_publish_read_pauses",
+            "times a connection stopped being read at its in-flight publish limit",
+            value=counters.read_pauses_total,
+        )
+        yield CounterMetricFamily(
+            "st_broker_producers_over_limit",
+            "producers closed because a send came past the per-producer in-flight limit",
+            value=counters.producers_over_limit_total,
+        )
+
+
 _METRICS_KEY = web.AppKey("metrics_registry", CollectorRegistry)
 
 
@@ -104,6 +143,7 @@ async def metrics_handler(request: web.Request) -> web.Response:
     if metrics is None:
         metrics = CollectorRegistry()
         metrics.register(SegmentCollector(request.app[REGISTRY_KEY]))
+        metrics.register(PublishCollector(request.app[PUBLISH_COUNTERS_KEY]))
         register_store_collectors(
             metrics, request.app.get(STORE_KEY), request.app.get(INFORMERS_KEY)
         )

@@ -20,12 +20,14 @@ import logging
 import os
 import signal
 import sys
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..listening import read_address_file
 from ..store import BudgetSettings
 from ..tasks import cancel_and_wait
+from .broker_limits import limit_argv
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +47,8 @@ class ChildBroker:
     log_path: Path
     address_file: Path
     store_budget: BudgetSettings | None = None  # None: the store's default
+    # BrokerConfig limits set on the command line (broker_limits.py); the rest default.
+    limits: Mapping[str, int] = field(default_factory=dict)
 
     def argv(self, port: int) -> list[str]:
         """The command line of a run on ``port`` (the child's own, or the one it reported)."""
@@ -71,6 +75,7 @@ class ChildBroker:
             self.broker_id,
             "--stop-on-stdin-eof",
             *flags,
+            *limit_argv(dict(self.limits)),
         ]
 
 

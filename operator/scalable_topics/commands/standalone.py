@@ -8,6 +8,7 @@ import logging
 import signal
 from pathlib import Path
 
+from .broker_limits import add_limit_flags
 from .store_flags import add_store_budget_flags
 
 COMMAND = "stctl standalone"
@@ -29,6 +30,7 @@ def _hint(service_url: str, default_url: str) -> str:
 
 def _run_standalone(args: argparse.Namespace) -> int:
     from .admin_call import DEFAULT_URL
+    from .broker_limits import limit_settings
     from .output import fail
     from .standalone_system import (
         StandaloneError,
@@ -57,6 +59,10 @@ def _run_standalone(args: argparse.Namespace) -> int:
         taken = (*range(args.port, last_port + 1), controller_port) if args.port else ()
         if (kube_api_port and kube_api_port in taken) or not 0 <= kube_api_port <= 65535:
             return fail(COMMAND, f"--kube-api-port {kube_api_port} clashes or is out of range", 2)
+    try:
+        broker_limits = limit_settings(args)
+    except ValueError as error:
+        return fail(COMMAND, str(error), 2)
     data_dir = Path(args.data_dir).resolve()
     budget = None  # the embedded store's default, unless a flag says otherwise
     if args.store_qps is not None or args.store_burst is not None:
@@ -72,6 +78,7 @@ def _run_standalone(args: argparse.Namespace) -> int:
         controller_port=controller_port,
         store_budget=budget,
         kube_api_port=kube_api_port,
+        broker_limits=broker_limits,
     )
     try:
         settings.log_dir.mkdir(parents=True, exist_ok=True)
@@ -171,4 +178,5 @@ def add_standalone(commands: argparse._SubParsersAction[argparse.ArgumentParser]
         "--no-kube-api", action="store_true", help="do not serve the Kubernetes API"
     )
     add_store_budget_flags(standalone)
+    add_limit_flags(standalone)
     standalone.set_defaults(run=_run_standalone)

@@ -21,8 +21,8 @@ import errno
 import logging
 import os
 import socket
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import aiohttp
@@ -62,6 +62,8 @@ class StandaloneSettings:
     # Each process's store client: this one (controller and broker-0) and each child broker.
     store_budget: BudgetSettings | None = None  # None: the embedded store's default
     kube_api_port: int | None = None  # None: no Kubernetes API; 0: a free port
+    # Every broker's client limits set on the command line (broker_limits.py).
+    broker_limits: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def kubeconfig(self) -> Path:
@@ -124,6 +126,7 @@ class StandaloneSystem:
                     log_path=settings.log_dir / f"{settings.broker_id(index)}.log",
                     address_file=settings.data_dir / f"{settings.broker_id(index)}.address",
                     store_budget=settings.store_budget,
+                    limits=settings.broker_limits,
                 )
             )
             for index in range(1, settings.brokers)
@@ -211,6 +214,7 @@ class StandaloneSystem:
             port=self._broker_port,
             broker_id=settings.broker_id(0),
             system_namespace=SYSTEM_NAMESPACE,
+            **settings.broker_limits,
         )
         config.data_dir.mkdir(parents=True, exist_ok=True)
         self._runner = web.AppRunner(build_app(config, store, informers))
