@@ -33,7 +33,7 @@ def test_each_flag_sets_its_config_field_and_the_others_keep_their_defaults(
     assert settings == {"max_pending_publishes_per_producer": 7}
     config = BrokerConfig(data_dir=tmp_path, store_url="embedded:///x.db", **settings)
     assert config.max_pending_publishes_per_producer == 7
-    assert config.max_pending_publishes_per_connection == 1000
+    assert config.max_unacked_messages_per_consumer == 50_000
 
 
 def test_the_defaults_the_help_states_are_the_configs() -> None:
@@ -50,6 +50,8 @@ def test_the_defaults_the_help_states_are_the_configs() -> None:
         ("--max-pending-publishes-per-connection", "0", "must be at least 1, not 0"),
         ("--max-pending-publish-bytes-per-connection", "-5", "must be at least 1, not -5"),
         ("--max-pending-publishes-per-producer", "0", "must be at least 1, not 0"),
+        ("--max-unacked-messages-per-consumer", "-1", "must be at least 0, not -1"),
+        ("--max-unacked-messages-per-subscription", "-1", "must be at least 0, not -1"),
     ],
 )
 def test_values_out_of_range_are_refused_naming_the_flag(
@@ -65,7 +67,7 @@ def test_values_out_of_range_are_refused_naming_the_flag(
 
 
 def test_standalone_gives_its_child_brokers_the_same_limits(tmp_path: Path) -> None:
-    limits = {"max_pending_publishes_per_connection": 3, "max_pending_publishes_per_producer": 9}
+    limits = {"max_unacked_messages_per_consumer": 0, "max_pending_publishes_per_producer": 9}
     child = ChildBroker(
         broker_id="broker-1",
         data_dir=tmp_path / "broker-1",

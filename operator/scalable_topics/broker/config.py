@@ -56,6 +56,19 @@ class BrokerConfig(BaseModel):
         "refused (ServiceNotReady) and the producer closed, so that the others on the "
         "connection keep the rest of its window",
     )
+    max_unacked_messages_per_consumer: int = Field(
+        default=50_000,
+        ge=0,
+        description="messages delivered to one consumer and not acknowledged; at the limit "
+        "dispatch to it pauses until acks bring it to half (Pulsar's "
+        "maxUnackedMessagesPerConsumer); 0: no limit",
+    )
+    max_unacked_messages_per_subscription: int = Field(
+        default=200_000,
+        ge=0,
+        description="the same over every consumer of a subscription on one segment (Pulsar's "
+        "maxUnackedMessagesPerSubscription); 0: no limit",
+    )
     retention_check_interval: float = Field(default=60.0, gt=0)
     load_window_seconds: float = Field(default=60.0, gt=0)
     system_namespace: str = Field(

@@ -63,6 +63,21 @@ class SegmentCollector(Collector):
             "Key_Shared messages pending on draining hashes",
             labels=_SUBSCRIPTION,
         )
+        unacked = GaugeMetricFamily(
+            "st_subscription_unacked_messages",
+            "messages delivered and not acknowledged, over the subscription's consumers",
+            labels=_SUBSCRIPTION,
+        )
+        blocked = GaugeMetricFamily(
+            "st_subscription_blocked_on_unacked",
+            "1 while the subscription is at its unacked limit (until acks bring it to half)",
+            labels=_SUBSCRIPTION,
+        )
+        blocked_consumers = GaugeMetricFamily(
+            "st_subscription_consumers_blocked_on_unacked",
+            "consumers at their unacked limit (until acks bring them to half)",
+            labels=_SUBSCRIPTION,
+        )
         cleared = CounterMetricFamily(
             "st_subscription_draining_hashes_cleared",
             "Key_Shared hashes that finished draining",
@@ -82,6 +97,11 @@ class SegmentCollector(Collector):
                 consumers.add_metric(sub_labels, subscription.consumer_count)
                 stats = subscription.stats()
                 if stats is not None:
+                    unacked.add_metric(sub_labels, stats.unacked_messages)
+                    blocked.add_metric(sub_labels, int(stats.blocked_on_unacked))
+                    blocked_consumers.add_metric(
+                        sub_labels, sum(c.blocked_on_unacked for c in stats.consumers)
+                    )
                     draining.add_metric(sub_labels, stats.draining_hashes_count)
                     draining_pending.add_metric(sub_labels, stats.draining_hashes_pending_messages)
                     cleared.add_metric(sub_labels, stats.draining_hashes_cleared_total)
@@ -93,6 +113,9 @@ class SegmentCollector(Collector):
             last_entry,
             backlog,
             consumers,
+            unacked,
+            blocked,
+            blocked_consumers,
             draining,
             draining_pending,
             cleared,

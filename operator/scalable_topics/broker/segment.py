@@ -25,6 +25,7 @@ from ..protocol import ErrorCode, InitialPosition, MessageId, SegmentSubscriptio
 from .batch_record import decode_batch, encode_batch
 from .config import BrokerConfig
 from .dedup import DedupTracker, Verdict
+from .dispatch import UnackedLimits
 from .errors import BrokerError
 from .load import SegmentLoad
 from .producer_access import AccessError, Grant, ProducerAccess, ProducerBusy, Standing
@@ -576,6 +577,10 @@ class HostedSegment:
             self.load.dispatched,
             self._config.dispatch_batch,
             self._config.key_shared_unblock_interval,
+            UnackedLimits(
+                self._config.max_unacked_messages_per_consumer,
+                self._config.max_unacked_messages_per_subscription,
+            ),
         )
 
     def _parents_drained(self, subscription: str, kind: SegmentSubscriptionType) -> bool:
@@ -687,6 +692,8 @@ def _dispatch_stats(stats: Any) -> dict[str, Any]:
         "deliveredTotal": stats.delivered_total,
         "ackedTotal": stats.acked_total,
         "redeliveredTotal": stats.redelivered_total,
+        "unackedMessages": stats.unacked_messages,
+        "blockedOnUnacked": stats.blocked_on_unacked,
         "drainingHashesCount": stats.draining_hashes_count,
         "drainingHashesPendingMessages": stats.draining_hashes_pending_messages,
         "drainingHashesClearedTotal": stats.draining_hashes_cleared_total,
@@ -697,6 +704,7 @@ def _dispatch_stats(stats: Any) -> dict[str, Any]:
                 "priority": c.priority,
                 "permits": c.permits,
                 "pendingMessages": c.pending_messages,
+                "blockedOnUnacked": c.blocked_on_unacked,
                 "active": c.active,
                 "assignedRanges": [str(r) for r in c.assigned_ranges],
                 "drainingHashes": [_draining(d) for d in c.draining_hashes],

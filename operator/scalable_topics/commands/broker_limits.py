@@ -40,6 +40,19 @@ LIMITS = (
         "sends one producer may have read and not answered; a send past it is refused "
         "(ServiceNotReady) and the producer closed: it opens again and resends in order",
     ),
+    _Limit(
+        "max_unacked_messages_per_consumer",
+        "50000",
+        "messages delivered to a consumer and not acknowledged; at the limit dispatch to it "
+        "pauses until acknowledgements bring it to half; 0: no limit",
+        minimum=0,
+    ),
+    _Limit(
+        "max_unacked_messages_per_subscription",
+        "200000",
+        "the same over all the consumers of a subscription on one segment; 0: no limit",
+        minimum=0,
+    ),
 )
 
 
