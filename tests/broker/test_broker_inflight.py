@@ -137,8 +137,9 @@ async def test_a_connection_at_its_limit_is_not_read_until_answers_go_out(
 
 
 async def test_the_byte_limit_stops_reading_too(start_broker: StartBroker, disk: Disk) -> None:
-    # Each send holds 128 (its one message) + 1000 payload bytes: the third one crosses 2,500.
-    broker = await start_broker(max_pending_publish_bytes_per_connection=2_500)
+    # Each send holds 128 (its one message) + 2 x 1000 payload bytes (decoded, and in its log
+    # record): the third one crosses 5,000.
+    broker = await start_broker(max_pending_publish_bytes_per_connection=5_000)
     await broker.segment()
     client = await broker.client()
     try:
@@ -147,7 +148,7 @@ async def test_the_byte_limit_stops_reading_too(start_broker: StartBroker, disk:
         messages = [BatchMessage(b"x" * 1000)]
         receipts = [client.send_batch(1, sequence, messages) for sequence in range(10)]
         await eventually(lambda: broker.counters.in_flight == 3, "three sends in flight")
-        assert broker.counters.in_flight_bytes == 3 * 1128
+        assert broker.counters.in_flight_bytes == 3 * 2128
         disk.release()
         answers = [await receipt for receipt in receipts]
         assert all(isinstance(answer, SendReceipt) for answer in answers), answers

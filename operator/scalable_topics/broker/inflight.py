@@ -13,8 +13,10 @@ log has it, the receipt waiting for its turn. Two limits bound that:
   beyond its own share of the connection's window.
 
 The byte count is what a send holds in memory, roughly: its payloads, keys and properties
-(text counted in characters) and :data:`MESSAGE_OVERHEAD_BYTES` per message for the objects
-that hold them, so a frame of many tiny messages counts for what it costs once decoded.
+(text counted in characters) twice, once decoded and once in the log record encoded from them
+(both live until the answer: the record waits for its fsync), and
+:data:`MESSAGE_OVERHEAD_BYTES` per message for the objects that hold them, so a frame of many
+tiny messages counts for what it costs once decoded.
 """
 
 from __future__ import annotations
@@ -31,14 +33,14 @@ MESSAGE_OVERHEAD_BYTES = 128
 
 def held_bytes(send: Send) -> int:
     """What a send holds in memory while in flight, counted as the module doc says."""
-    size = MESSAGE_OVERHEAD_BYTES * len(send.messages)
+    content = 0
     for message in send.messages:
-        size += len(message.payload)
+        content += len(message.payload)
         if message.key is not None:
-            size += len(message.key)
+            content += len(message.key)
         if message.properties:
-            size += sum(len(name) + len(value) for name, value in message.properties.items())
-    return size
+            content += sum(len(name) + len(value) for name, value in message.properties.items())
+    return 2 * content + MESSAGE_OVERHEAD_BYTES * len(send.messages)
 
 
 @dataclass(slots=True)

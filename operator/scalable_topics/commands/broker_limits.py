@@ -32,7 +32,8 @@ LIMITS = (
     _Limit(
         "max_pending_publish_bytes_per_connection",
         "67108864, 64 MiB",
-        "the same in bytes: payloads, keys, properties and 128 per message",
+        "the same in bytes held: payloads, keys and properties twice (decoded, and in the log "
+        "record) and 128 per message",
     ),
     _Limit(
         "max_pending_publishes_per_producer",
