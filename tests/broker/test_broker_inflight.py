@@ -221,3 +221,20 @@ async def test_refusals_count_as_in_flight_until_written(
         await eventually(lambda: broker.counters.in_flight == 0, "every refusal answered")
     finally:
         await client.close()
+
+
+async def test_sends_in_flight_when_the_connection_drops_stop_counting(
+    start_broker: StartBroker, disk: Disk
+) -> None:
+    broker = await start_broker(max_pending_publishes_per_connection=8)
+    await broker.segment()
+    client = await broker.client()
+    await client.open_producer(1, TOPIC, 0)
+    disk.hold()
+    for sequence in range(20):
+        client.send_batch(1, sequence, batch(sequence))
+    await eventually(lambda: broker.counters.in_flight == 8, "eight sends in flight")
+    await client.drop()  # the broker abandons what it was answering
+    disk.release()
+    await eventually(lambda: broker.counters.in_flight == 0, "nothing counted in flight")
+    assert broker.counters.in_flight_bytes == 0

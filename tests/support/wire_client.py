@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import socket
 from collections import defaultdict
 from typing import Any
 
@@ -105,6 +106,15 @@ class WireClient:
                 await cancel_and_wait(self._reader)
             if self._session is not None:
                 await self._session.close()
+
+    async def drop(self) -> None:
+        """Drop the TCP connection without the WebSocket closing handshake (as a client that
+        dies does), then release what the client holds."""
+        assert self._ws is not None
+        sock = self._ws.get_extra_info("socket")
+        if sock is not None:
+            sock.shutdown(socket.SHUT_RDWR)
+        await self.close()
 
     async def send_raw(self, data: bytes) -> None:
         assert self._ws is not None

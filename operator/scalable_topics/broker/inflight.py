@@ -34,12 +34,12 @@ MESSAGE_OVERHEAD_BYTES = 128
 def held_bytes(send: Send) -> int:
     """What a send holds in memory while in flight, counted as the module doc says."""
     content = 0
-    for message in send.messages:
-        content += len(message.payload)
-        if message.key is not None:
-            content += len(message.key)
-        if message.properties:
-            content += sum(len(name) + len(value) for name, value in message.properties.items())
+    for payload, key, properties, _ in send.messages:  # unpacked: on every send's path
+        content += len(payload)
+        if key is not None:
+            content += len(key)
+        if properties:
+            content += sum(len(name) + len(value) for name, value in properties.items())
     return 2 * content + MESSAGE_OVERHEAD_BYTES * len(send.messages)
 
 

@@ -463,18 +463,33 @@ class Session:
         self, answering: Coroutine[Any, Any, None], size: int, producer: _Producer | None
     ) -> asyncio.Future[None]:
         """Run the task answering a send; returns the future of its answer. The send stops
-        counting as in flight when the task ends, whichever way (a callback, so that a task
-        cancelled before it started counts too)."""
+        counting as in flight when the task ends, whichever way: at its end, so the producer's
+        next answer goes out in the same turn of the loop, or, for a task cancelled before it
+        started, in its done callback."""
         answered: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        task = asyncio.get_running_loop().create_task(answering)
-        self._tasks.add(task)
 
-        def done(task: asyncio.Task[None]) -> None:
-            self._tasks.discard(task)
+        def settle() -> None:
+            if answered.done():
+                return
             if producer is not None:
                 producer.in_flight -= 1
             self._publishes.answered(size)
             answered.set_result(None)
+
+        async def answer() -> None:
+            try:
+                await answering
+            finally:
+                settle()
+
+        task = asyncio.get_running_loop().create_task(answer())
+        self._tasks.add(task)
+
+        def done(task: asyncio.Task[None]) -> None:
+            self._tasks.discard(task)
+            if not answered.done():  # cancelled before it started: answer() never ran
+                answering.close()
+                settle()
 
         task.add_done_callback(done)
         return answered

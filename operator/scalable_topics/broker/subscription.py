@@ -19,7 +19,6 @@ comes back for redelivery is read again from the log. The dispatcher's unacked l
 from __future__ import annotations
 
 import asyncio
-import bisect
 import contextlib
 import logging
 import time
@@ -250,9 +249,7 @@ class Subscription:
         dispatcher = self._attached(consumer_id)
         if cumulative:
             upto = targets[0]
-            pending = dispatcher.pending(consumer_id)  # sorted by position
-            cut = bisect.bisect_right(pending, upto, key=lambda message: message.position)
-            covered = [message.position for message in pending[:cut]]
+            covered = dispatcher.pending_up_to(consumer_id, upto)
             dispatcher.ack(consumer_id, covered)
             self._cursor.ack_cumulative(upto, sizes[0])
             for position in covered:
@@ -414,19 +411,22 @@ class Subscription:
             return
         segment_id = self._segment_id
         cache = self._cache
-        # Messages sent before, now redelivered, are read again: none is kept once sent.
-        missing = [message.position for message in messages if message.position not in cache]
-        try:
-            reread = await self._reread(missing) if missing else {}
-        except Exception:
-            if dispatcher is self._dispatcher:  # back in line; the next round tries again
-                dispatcher.redeliver(consumer_id, [message.position for message in messages])
-            raise
+        # A message leaves the read-ahead cache as it is sent: none is kept once sent, and one
+        # sent before (now redelivered) is read again from the log.
+        stored = [cache.pop(message.position, None) for message in messages]
+        reread: dict[Position, tuple[list[Any], int]] = {}
+        if None in stored:
+            missing = [m.position for m, s in zip(messages, stored, strict=True) if s is None]
+            try:
+                reread = await self._reread(missing)
+            except Exception:
+                if dispatcher is self._dispatcher:  # back in line; the next round tries again
+                    dispatcher.redeliver(consumer_id, [message.position for message in messages])
+                raise
         out: list[DeliveredMessage] = []
         size = 0
-        for message, redelivery_count in zip(messages, redeliveries, strict=True):
+        for message, cached, redelivery_count in zip(messages, stored, redeliveries, strict=True):
             position = message.position
-            cached = cache.pop(position, None)
             if cached is None:
                 (payload, key, properties, event_time_ms), publish_time_ms = reread[position]
             else:

@@ -179,6 +179,10 @@ class Dispatcher(Protocol):
     def pending(self, consumer_id: ConsumerId) -> list[Message]:
         """The consumer's delivered, unacknowledged messages, by position."""
 
+    def pending_up_to(self, consumer_id: ConsumerId, position: Position) -> list[Position]:
+        """The positions of the consumer's pending messages up to and including ``position``
+        (what a cumulative ack covers), in no particular order."""
+
     def pending_message(self, position: Position) -> Message | None:
         """The message at ``position`` if it is pending at a consumer (None otherwise)."""
 

@@ -193,15 +193,7 @@ class DispatcherCore(ABC):
         state = self._consumers.get(consumer_id)
         if state is None:
             return
-        pending = state.pending
-        acked: list[Message] = []
-        elsewhere: list[Position] = []
-        for position in positions:
-            message = pending.pop(position)
-            if message is None:
-                elsewhere.append(position)
-            else:
-                acked.append(message)
+        acked, elsewhere = state.pending.pop_many(positions)
         if acked:
             self._settled(acked)
             self._released(state, acked, False)
@@ -246,8 +238,7 @@ class DispatcherCore(ABC):
         if positions is None:
             self._return_pending(state, closing=False)
             return
-        pending = state.pending
-        returned = [message for p in positions if (message := pending.pop(p)) is not None]
+        returned, _ = state.pending.pop_many(positions)
         if returned:
             self._released(state, returned, False)
             self._return(returned)
@@ -257,6 +248,9 @@ class DispatcherCore(ABC):
 
     def pending(self, consumer_id: ConsumerId) -> list[Message]:
         return sorted(self._state(consumer_id).pending)
+
+    def pending_up_to(self, consumer_id: ConsumerId, position: Position) -> list[Position]:
+        return self._state(consumer_id).pending.positions_up_to(position)
 
     def pending_message(self, position: Position) -> Message | None:
         for state in self._consumers.values():

@@ -48,8 +48,8 @@ class PendingMessages:
 
     def add(self, messages: Iterable[Message]) -> None:
         values = self._values
-        for (entry_id, batch_index), key_hash, batch_size in messages:
-            values[entry_id << _BITS | batch_index] = (
+        for position, key_hash, batch_size in messages:
+            values[position[0] << _BITS | position[1]] = (
                 (key_hash << _BITS | batch_size) if key_hash else batch_size
             )
 
@@ -59,9 +59,26 @@ class PendingMessages:
         return None if value is None else _message(key, value)
 
     def pop(self, position: Position) -> Message | None:
-        key = position[0] << _BITS | position[1]
-        value = self._values.pop(key, None)
-        return None if value is None else _message(key, value)
+        value = self._values.pop(position[0] << _BITS | position[1], None)
+        return None if value is None else _make(Message, (position, value >> _BITS, value & _MASK))
+
+    def pop_many(self, positions: Iterable[Position]) -> tuple[list[Message], list[Position]]:
+        """Remove the messages at ``positions``: (those found, the positions not pending)."""
+        values = self._values
+        found: list[Message] = []
+        missing: list[Position] = []
+        for position in positions:
+            value = values.pop(position[0] << _BITS | position[1], None)
+            if value is None:
+                missing.append(position)
+            else:
+                found.append(_make(Message, (position, value >> _BITS, value & _MASK)))
+        return found, missing
+
+    def positions_up_to(self, position: Position) -> list[Position]:
+        """The positions up to and including ``position``: packing keeps their order."""
+        last = position[0] << _BITS | position[1]
+        return [_make(Position, (k >> _BITS, k & _MASK)) for k in self._values if k <= last]
 
     def take_all(self) -> list[Message]:
         """Every message, in delivery order; none is left."""
