@@ -238,3 +238,38 @@ async def test_sends_in_flight_when_the_connection_drops_stop_counting(
     disk.release()
     await eventually(lambda: broker.counters.in_flight == 0, "nothing counted in flight")
     assert broker.counters.in_flight_bytes == 0
+
+
+async def test_the_broker_remembers_a_bounded_number_of_closed_producers(
+    start_broker: StartBroker, disk: Disk
+) -> None:
+    """A client can have producers closed at will: the record of why, for their late sends,
+    keeps the last 1,024 closures of the connection."""
+    broker = await start_broker(
+        max_pending_publishes_per_connection=10_000, max_pending_publishes_per_producer=1
+    )
+    await broker.segment()
+    client = await broker.client()
+    try:
+        producers = range(1, 1026)
+        for producer_id in producers:
+            await client.open_producer(producer_id, TOPIC, 0, name=f"p{producer_id}")
+        disk.hold()  # the first send of each stays in flight: the second is past the limit
+        answers = [client.send_batch(p, s, batch(s)) for p in producers for s in (0, 1)]
+        await eventually(
+            lambda: broker.counters.producers_over_limit_total == len(producers),
+            "every producer past its limit",
+        )
+        disk.release()
+        for answer in answers:
+            await answer
+        await eventually(
+            lambda: sum(isinstance(a, ProducerClosed) for a in client.producer_answers) == 1025,
+            "every producer closed",
+        )
+        oldest = await client.send_batch(1, 2, batch(2))
+        newest = await client.send_batch(1025, 2, batch(2))
+        assert isinstance(oldest, SendError) and oldest.code is ErrorCode.UNKNOWN_PRODUCER
+        assert isinstance(newest, SendError) and newest.code is ErrorCode.SERVICE_NOT_READY
+    finally:
+        await client.close()

@@ -79,6 +79,10 @@ from .topic_watch import TopicWatch, TopicWatchHub
 log = logging.getLogger(__name__)
 
 _names = itertools.count(1)
+# Closures remembered per connection, for the late sends of the producers the broker closed:
+# a client can have producers closed at will (past their in-flight limit), so the record is
+# bounded; a send for a producer closed longer ago is refused as UnknownProducer.
+_CLOSED_PRODUCERS_KEPT = 1024
 _dispatch_ids = itertools.count(
     1
 )  # sessions number their consumers freely; dispatchers need unique ids
@@ -657,7 +661,10 @@ class Session:
     ) -> None:
         if self._producers.get(producer_id) is producer:
             del self._producers[producer_id]
+            self._closed_producers.pop(producer_id, None)  # re-inserted as the newest
             self._closed_producers[producer_id] = (code, message, producer)
+            if len(self._closed_producers) > _CLOSED_PRODUCERS_KEPT:
+                del self._closed_producers[next(iter(self._closed_producers))]
 
     def forget_watch(self, watch: TopicWatch) -> None:
         if self._watches.get(watch.watch_id) is watch:
