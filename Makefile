@@ -28,12 +28,13 @@ lint: install
 crds: install
 	$(BIN)/python -m scalable_topics.crdgen crds
 
-# Figures only (throughput, latency); benchmarks never fail on timing.
+# Figures only (throughput, latency, memory); benchmarks never fail on timing.
 bench: install
 	$(BIN)/python benchmarks/bench_segment_log.py
 	$(BIN)/python benchmarks/bench_broker.py
 	$(BIN)/python benchmarks/bench_connections.py
 	$(BIN)/python benchmarks/bench_backlog_counts.py
+	$(BIN)/python benchmarks/bench_memory.py
 	$(BIN)/python benchmarks/bench_scaling.py
 	$(BIN)/python benchmarks/bench_client.py
 	$(BIN)/python benchmarks/bench_control_plane.py --topics 1000 --topics 10000

@@ -40,6 +40,7 @@ class Watchdog:
         self._ping_seconds = ping_seconds
         self._connected = False
         self._heard = False
+        self._held = False  # the server is not reading: the peer's silence is not its own
         self._closing = False
         self._task: asyncio.Task[None] | None = None
 
@@ -48,6 +49,12 @@ class Watchdog:
 
     def heard(self) -> None:
         """Something arrived from the peer: a frame, a ping or a pong."""
+        self._heard = True
+
+    def hold(self, held: bool) -> None:
+        """The server stopped reading the connection (backpressure), or reads again: a pong
+        cannot be heard meanwhile, so silence does not count until it reads again."""
+        self._held = held
         self._heard = True
 
     def connected(self) -> None:
@@ -77,14 +84,14 @@ class Watchdog:
         while True:
             self._heard = False
             await asyncio.sleep(self._ping_seconds)
-            if self._heard:
+            if self._heard or self._held:
                 continue
             try:
                 await self._ws.ping()
             except ConnectionError:
                 return  # the connection is going: its reader sees that too
             await asyncio.sleep(self._ping_seconds / 2)
-            if not self._heard:
+            if not (self._heard or self._held):
                 await self._close(
                     CloseCode.POLICY_VIOLATION,
                     f"no answer to a ping within {self._ping_seconds / 2:g} s",

@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from aiohttp.test_utils import TestServer
 
@@ -120,11 +121,16 @@ class Service:
 
 
 @asynccontextmanager
-async def running_service(tmp_path: Path, brokers: int = 2) -> AsyncIterator[Service]:
+async def running_service(
+    tmp_path: Path, brokers: int = 2, **broker_settings: Any
+) -> AsyncIterator[Service]:
+    """``broker_settings`` are further BrokerConfig fields of every broker."""
     async with await EmbeddedStore.open(tmp_path / "store.db") as store:
         servers = []
         for index in range(brokers):
-            server = broker_server(store, tmp_path / f"broker-{index}", broker_id=f"broker-{index}")
+            server = broker_server(
+                store, tmp_path / f"broker-{index}", broker_id=f"broker-{index}", **broker_settings
+            )
             await server.start_server()
             servers.append(server)
         timing = ElectionTiming(lease_duration=3, renew_deadline=2, retry_period=0.5)

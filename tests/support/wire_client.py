@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import socket
 from collections import defaultdict
 from typing import Any
 
@@ -70,6 +71,8 @@ class WireClient:
         self.closed = False
         self._sending: set[asyncio.Future[None]] = set()
         self.events: asyncio.Queue[Command] = asyncio.Queue()
+        # Every SendReceipt, SendError and ProducerClosed, in the order they arrived.
+        self.producer_answers: list[SendReceipt | SendError | ProducerClosed] = []
         self.unmatched_errors: asyncio.Queue[Error] = asyncio.Queue()
         self._session: aiohttp.ClientSession | None = None
         self._ws: aiohttp.ClientWebSocketResponse | None = None
@@ -103,6 +106,15 @@ class WireClient:
                 await cancel_and_wait(self._reader)
             if self._session is not None:
                 await self._session.close()
+
+    async def drop(self) -> None:
+        """Drop the TCP connection without the WebSocket closing handshake (as a client that
+        dies does), then release what the client holds."""
+        assert self._ws is not None
+        sock = self._ws.get_extra_info("socket")
+        if sock is not None:
+            sock.shutdown(socket.SHUT_RDWR)
+        await self.close()
 
     async def send_raw(self, data: bytes) -> None:
         assert self._ws is not None
@@ -291,12 +303,15 @@ class WireClient:
                     for message in command.messages:
                         self.messages[command.consumer_id].put_nowait(message)
                 case SendReceipt() | SendError():
+                    self.producer_answers.append(command)
                     future = self._receipts.pop((command.producer_id, command.sequence_id), None)
                     if future is not None and not future.done():
                         future.set_result(command)
+                case ProducerClosed():
+                    self.producer_answers.append(command)
+                    self.events.put_nowait(command)
                 case (
-                    ProducerClosed()
-                    | ConsumerClosed()
+                    ConsumerClosed()
                     | EndOfSegment()
                     | ConsumerAssignment()
                     | RegistrationClosed()

@@ -23,7 +23,8 @@ from .body_timeout import body_timeout
 from .config import BrokerConfig
 from .controller_links import ControllerLinks
 from .drain_markers import DrainMarkers
-from .metrics import metrics_handler
+from .inflight import PublishCounters
+from .metrics import PUBLISH_COUNTERS_KEY, metrics_handler
 from .orphan_storage import reclaim_until_done, store_knows_broker
 from .registration import Registration
 from .registry import SegmentRegistry
@@ -55,6 +56,7 @@ async def websocket(request: web.Request) -> web.WebSocketResponse:
         request.app[REGISTRY_KEY],
         topic_watches=request.app[TOPIC_WATCHES_KEY],
         controller_links=request.app[CONTROLLER_LINKS_KEY],
+        publish_counters=request.app[PUBLISH_COUNTERS_KEY],
     )
     sessions = request.app[SESSIONS_KEY]
     sessions.add(session)
@@ -90,6 +92,7 @@ def build_app(
     app[CONFIG_KEY] = config
     app[SESSIONS_KEY] = set()
     app.on_shutdown.append(_close_sessions)
+    app[PUBLISH_COUNTERS_KEY] = PublishCounters()
     if config.auth_token is not None:
         app[TOKEN_KEY] = config.auth_token
 

@@ -37,6 +37,38 @@ class BrokerConfig(BaseModel):
     )
     dispatch_batch: int = Field(default=512, ge=1, description="max messages in one delivery frame")
     key_shared_unblock_interval: float = Field(default=0.1, ge=0)
+    max_pending_publishes_per_connection: int = Field(
+        default=1000,
+        ge=1,
+        description="sends read and not yet answered on one connection; at the limit the "
+        "broker stops reading the connection until an answer goes out (Pulsar's "
+        "maxPendingPublishRequestsPerConnection)",
+    )
+    max_pending_publish_bytes_per_connection: int = Field(
+        default=64 * 1024 * 1024,
+        ge=1,
+        description="the same, in bytes of the sends' messages (see broker/inflight.py)",
+    )
+    max_pending_publishes_per_producer: int = Field(
+        default=500,
+        ge=1,
+        description="sends of one producer read and not yet answered; a send past it is "
+        "refused (ServiceNotReady) and the producer closed, so that the others on the "
+        "connection keep the rest of its window",
+    )
+    max_unacked_messages_per_consumer: int = Field(
+        default=50_000,
+        ge=0,
+        description="messages delivered to one consumer and not acknowledged; at the limit "
+        "dispatch to it pauses until acks bring it to half (Pulsar's "
+        "maxUnackedMessagesPerConsumer); 0: no limit",
+    )
+    max_unacked_messages_per_subscription: int = Field(
+        default=200_000,
+        ge=0,
+        description="the same over every consumer of a subscription on one segment (Pulsar's "
+        "maxUnackedMessagesPerSubscription); 0: no limit",
+    )
     retention_check_interval: float = Field(default=60.0, gt=0)
     load_window_seconds: float = Field(default=60.0, gt=0)
     system_namespace: str = Field(

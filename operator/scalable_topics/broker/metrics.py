@@ -17,8 +17,11 @@ from prometheus_client.registry import Collector
 
 from ..store.metrics import register_store_collectors
 from .admin import REGISTRY_KEY
+from .inflight import PublishCounters
 from .registry import SegmentRegistry
 from .topic_admin import INFORMERS_KEY, STORE_KEY
+
+PUBLISH_COUNTERS_KEY = web.AppKey("publish_counters", PublishCounters)
 
 _SEGMENT = ["namespace", "topic", "segment"]
 _SUBSCRIPTION = [*_SEGMENT, "subscription"]
@@ -65,6 +68,21 @@ class SegmentCollector(Collector):
             "Key_Shared messages pending on draining hashes",
             labels=_SUBSCRIPTION,
         )
+        unacked = GaugeMetricFamily(
+            "st_subscription_unacked_messages",
+            "messages delivered and not acknowledged, over the subscription's consumers",
+            labels=_SUBSCRIPTION,
+        )
+        blocked = GaugeMetricFamily(
+            "st_subscription_blocked_on_unacked",
+            "1 while the subscription is at its unacked limit (until acks bring it to half)",
+            labels=_SUBSCRIPTION,
+        )
+        blocked_consumers = GaugeMetricFamily(
+            "st_subscription_consumers_blocked_on_unacked",
+            "consumers at their unacked limit (until acks bring them to half)",
+            labels=_SUBSCRIPTION,
+        )
         cleared = CounterMetricFamily(
             "st_subscription_draining_hashes_cleared",
             "Key_Shared hashes that finished draining",
@@ -85,6 +103,11 @@ class SegmentCollector(Collector):
                 consumers.add_metric(sub_labels, subscription.consumer_count)
                 stats = subscription.stats()
                 if stats is not None:
+                    unacked.add_metric(sub_labels, stats.unacked_messages)
+                    blocked.add_metric(sub_labels, int(stats.blocked_on_unacked))
+                    blocked_consumers.add_metric(
+                        sub_labels, sum(c.blocked_on_unacked for c in stats.consumers)
+                    )
                     draining.add_metric(sub_labels, stats.draining_hashes_count)
                     draining_pending.add_metric(sub_labels, stats.draining_hashes_pending_messages)
                     cleared.add_metric(sub_labels, stats.draining_hashes_cleared_total)
@@ -97,9 +120,48 @@ class SegmentCollector(Collector):
             backlog,
             backlog_messages,
             consumers,
+            unacked,
+            blocked,
+            blocked_consumers,
             draining,
             draining_pending,
             cleared,
+        )
+
+
+class PublishCollector(Collector):
+    """The in-flight publish limits at work, over every connection (broker/inflight.py)."""
+
+    def __init__(self, counters: PublishCounters) -> None:
+        self._counters = counters
+
+    def collect(self) -> Iterator[Metric]:
+        counters = self._counters
+        yield GaugeMetricFamily(
+            "st_broker_publishes_in_flight",
+            "sends read and not answered yet, over every connection",
+            value=counters.in_flight,
+        )
+        yield GaugeMetricFamily(
+            "st_broker_publish_bytes_in_flight",
+            "what the sends in flight hold, in bytes (payloads, keys, properties, and a "
+            "per-message overhead)",
+            value=counters.in_flight_bytes,
+        )
+        yield GaugeMetricFamily(
+            "st_broker_publishes_in_flight_connection_max",
+            "the most sends one connection has had in flight at once since the broker started",
+            value=counters.most_in_flight,
+        )
+        yield CounterMetricFamily(
+            "st_broker_publish_read_pauses",
+            "times a connection stopped being read at its in-flight publish limit",
+            value=counters.read_pauses_total,
+        )
+        yield CounterMetricFamily(
+            "st_broker_producers_over_limit",
+            "producers closed because a send came past the per-producer in-flight limit",
+            value=counters.producers_over_limit_total,
         )
 
 
@@ -111,6 +173,7 @@ async def metrics_handler(request: web.Request) -> web.Response:
     if metrics is None:
         metrics = CollectorRegistry()
         metrics.register(SegmentCollector(request.app[REGISTRY_KEY]))
+        metrics.register(PublishCollector(request.app[PUBLISH_COUNTERS_KEY]))
         register_store_collectors(
             metrics, request.app.get(STORE_KEY), request.app.get(INFORMERS_KEY)
         )

@@ -25,6 +25,7 @@ from ..protocol import ErrorCode, InitialPosition, MessageId, SegmentSubscriptio
 from .batch_record import decode_batch, encode_batch
 from .config import BrokerConfig
 from .dedup import DedupTracker, Verdict
+from .dispatch import UnackedLimits
 from .errors import BrokerError
 from .load import SegmentLoad
 from .message_counts import MessageCounts, batch_size
@@ -635,6 +636,10 @@ class HostedSegment:
             self.load.dispatched,
             self._config.dispatch_batch,
             self._config.key_shared_unblock_interval,
+            UnackedLimits(
+                self._config.max_unacked_messages_per_consumer,
+                self._config.max_unacked_messages_per_subscription,
+            ),
         )
 
     def _floor(self) -> int:
@@ -754,6 +759,8 @@ def _dispatch_stats(stats: Any) -> dict[str, Any]:
         "deliveredTotal": stats.delivered_total,
         "ackedTotal": stats.acked_total,
         "redeliveredTotal": stats.redelivered_total,
+        "unackedMessages": stats.unacked_messages,
+        "blockedOnUnacked": stats.blocked_on_unacked,
         "drainingHashesCount": stats.draining_hashes_count,
         "drainingHashesPendingMessages": stats.draining_hashes_pending_messages,
         "drainingHashesClearedTotal": stats.draining_hashes_cleared_total,
@@ -764,6 +771,7 @@ def _dispatch_stats(stats: Any) -> dict[str, Any]:
                 "priority": c.priority,
                 "permits": c.permits,
                 "pendingMessages": c.pending_messages,
+                "blockedOnUnacked": c.blocked_on_unacked,
                 "active": c.active,
                 "assignedRanges": [str(r) for r in c.assigned_ranges],
                 "drainingHashes": [_draining(d) for d in c.draining_hashes],

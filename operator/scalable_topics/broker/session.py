@@ -74,6 +74,7 @@ from .consumer_relay import ConsumerRelay
 from .controller_links import ConnectionLinks, ControllerLinks
 from .dispatch import Consumer, DispatchError
 from .errors import BrokerError
+from .inflight import ConnectionPublishes, PublishCounters
 from .producer_grant_relay import ProducerGrantRelay
 from .registry import SegmentRegistry, split_topic
 from .segment import HostedSegment, SegmentError
@@ -83,6 +84,10 @@ from .topic_watch import TopicWatch, TopicWatchHub
 log = logging.getLogger(__name__)
 
 _names = itertools.count(1)
+# Closures remembered per connection, for the late sends of the producers the broker closed:
+# a client can have producers closed at will (past their in-flight limit), so the record is
+# bounded; a send for a producer closed longer ago is refused as UnknownProducer.
+_CLOSED_PRODUCERS_KEPT = 1024
 _dispatch_ids = itertools.count(
     1
 )  # sessions number their consumers freely; dispatchers need unique ids
@@ -100,6 +105,8 @@ class _Producer:
     session: Session
     last_receipt: asyncio.Future[None] | None = None
     closed: bool = False
+    in_flight: int = 0  # sends read and not answered yet
+    refusing: tuple[ErrorCode, str] | None = None  # past its in-flight limit: closing
 
     async def closed_by_broker(self, code: ErrorCode, message: str) -> None:
         if self.closed:
@@ -144,14 +151,21 @@ class Session:
         *,
         topic_watches: TopicWatchHub,
         controller_links: ControllerLinks,
+        publish_counters: PublishCounters | None = None,
     ) -> None:
         self._ws = ws
         self._config = config
         self._registry = registry
         self._version: int | None = None
         self._producers: dict[int, _Producer] = {}
-        # Producers the broker closed (fenced, segment terminated): why, for their late sends.
-        self._closed_producers: dict[int, tuple[ErrorCode, str]] = {}
+        # Producers the broker closed (fenced, segment terminated, past their in-flight limit):
+        # why, for their late sends, which are answered after the producer's last answer.
+        self._closed_producers: dict[int, tuple[ErrorCode, str, _Producer]] = {}
+        self._publishes = ConnectionPublishes(
+            config.max_pending_publishes_per_connection,
+            config.max_pending_publish_bytes_per_connection,
+            publish_counters or PublishCounters(),
+        )
         self._opening: dict[int, asyncio.Task[None]] = {}
         self._consumers: dict[int, _Consumer] = {}
         self._tasks: set[asyncio.Task[None]] = set()
@@ -202,6 +216,14 @@ class Session:
                 await self._ws.pong(frame.data)
             elif frame.type is WSMsgType.ERROR:
                 return None  # aiohttp closed it (1009 for a message above its size limit)
+            if self._publishes.full:
+                # At an in-flight publish limit the next frame stays unread (TCP
+                # backpressure); the peer's silence meanwhile is the broker's doing.
+                self._watchdog.hold(True)
+                try:
+                    await self._publishes.room()
+                finally:
+                    self._watchdog.hold(False)
         return None
 
     async def _handle_bytes(self, data: bytes) -> ErrorCode | None:
@@ -390,28 +412,126 @@ class Session:
         await self.send(Success(command.request_id))
 
     def _send(self, command: Send) -> None:
+        size = self._publishes.received(command)
         producer = self._producers.get(command.producer_id)
         if producer is None:
             # Answered per batch, so the producer can match the refusal to what it sent.
-            code, message = self._closed_producers.get(
-                command.producer_id,
-                (ErrorCode.UNKNOWN_PRODUCER, f"producer id {command.producer_id} is not open"),
+            closed = self._closed_producers.get(command.producer_id)
+            if closed is None:
+                message = f"producer id {command.producer_id} is not open"
+                self._refuse(command, size, ErrorCode.UNKNOWN_PRODUCER, message, None)
+                return
+            code, message, producer = closed
+            producer.last_receipt = self._refuse(
+                command, size, code, message, producer.last_receipt
             )
-            self._spawn(
-                self.send(SendError(command.producer_id, command.sequence_id, code, message))
+            return
+        if producer.refusing is None and (
+            producer.in_flight >= self._config.max_pending_publishes_per_producer
+        ):
+            self._over_limit(producer, command, size)
+            return
+        if producer.refusing is not None:
+            code, message = producer.refusing
+            producer.last_receipt = self._refuse(
+                command, size, code, message, producer.last_receipt
             )
             return
         previous = producer.last_receipt
-        receipt_sent: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        producer.last_receipt = receipt_sent
-        self._spawn(self._publish(producer, command, previous, receipt_sent))
+        producer.in_flight += 1
+        producer.last_receipt = self._answer(
+            self._publish(producer, command, previous), size, producer
+        )
+
+    def _over_limit(self, producer: _Producer, command: Send, size: int) -> None:
+        """A send came past the producer's in-flight limit: refuse it and every later one, and
+        close the producer once its earlier sends are answered. Refusing only the excess sends
+        would let a later one be stored before a refused one, which deduplication would then
+        drop as already seen; a closed producer is opened again and resends in order."""
+        limit = self._config.max_pending_publishes_per_producer
+        code = ErrorCode.SERVICE_NOT_READY
+        message = (
+            f"producer {producer.name!r} sent past its limit of {limit} sends in flight "
+            "(sends unanswered): the broker closed it; open it again and keep at most "
+            f"{limit} sends unanswered"
+        )
+        producer.refusing = (code, message)
+        self._publishes.producer_over_limit()
+        refused = self._refuse(command, size, code, message, producer.last_receipt)
+        producer.last_receipt = refused
+        self._spawn(self._close_over_limit(producer, refused))
+
+    async def _close_over_limit(self, producer: _Producer, refused: asyncio.Future[None]) -> None:
+        """Close the producer once every send before the refused one is answered, and the
+        refusal too; sends that arrive meanwhile are refused in turn, after it."""
+        await refused
+        if self._producers.get(producer.producer_id) is not producer or producer.refusing is None:
+            return  # closed meanwhile (fenced, terminated, or the connection ended)
+        code, message = producer.refusing
+        producer.closed = True
+        self.forget_producer(producer.producer_id, producer, code, message)
+        try:
+            # Before ProducerClosed: an exclusive producer that reopens finds its access free.
+            await producer.segment.close_producer(producer)
+        except Exception:
+            log.exception("closing producer %r on %s failed", producer.name, producer.segment.key)
+        await self.send(ProducerClosed(producer.producer_id, code, message))
+
+    def _refuse(
+        self,
+        command: Send,
+        size: int,
+        code: ErrorCode,
+        message: str,
+        after: asyncio.Future[None] | None,
+    ) -> asyncio.Future[None]:
+        """Answer a send with SendError once ``after`` (the producer's previous answer) is
+        out; returns the future of this answer."""
+
+        async def refuse() -> None:
+            if after is not None:
+                await after
+            await self.send(SendError(command.producer_id, command.sequence_id, code, message))
+
+        return self._answer(refuse(), size, None)
+
+    def _answer(
+        self, answering: Coroutine[Any, Any, None], size: int, producer: _Producer | None
+    ) -> asyncio.Future[None]:
+        """Run the task answering a send; returns the future of its answer. The send stops
+        counting as in flight when the task ends, whichever way: at its end, so the producer's
+        next answer goes out in the same turn of the loop, or, for a task cancelled before it
+        started, in its done callback."""
+        answered: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+        def settle() -> None:
+            if answered.done():
+                return
+            if producer is not None:
+                producer.in_flight -= 1
+            self._publishes.answered(size)
+            answered.set_result(None)
+
+        async def answer() -> None:
+            try:
+                await answering
+            finally:
+                settle()
+
+        task = asyncio.get_running_loop().create_task(answer())
+        self._tasks.add(task)
+
+        def done(task: asyncio.Task[None]) -> None:
+            self._tasks.discard(task)
+            if not answered.done():  # cancelled before it started: answer() never ran
+                answering.close()
+                settle()
+
+        task.add_done_callback(done)
+        return answered
 
     async def _publish(
-        self,
-        producer: _Producer,
-        command: Send,
-        previous: asyncio.Future[None] | None,
-        receipt_sent: asyncio.Future[None],
+        self, producer: _Producer, command: Send, previous: asyncio.Future[None] | None
     ) -> None:
         reply: Command
         try:
@@ -424,12 +544,9 @@ class Session:
             reply = SendError(
                 command.producer_id, command.sequence_id, ErrorCode.INTERNAL_ERROR, str(error)
             )
-        try:
-            if previous is not None:
-                await previous  # receipts in the order of the producer's sends
-            await self.send(reply)
-        finally:
-            receipt_sent.set_result(None)
+        if previous is not None:
+            await previous  # receipts in the order of the producer's sends
+        await self.send(reply)
 
     # -- consumers ------------------------------------------------------------------------------
 
@@ -576,7 +693,10 @@ class Session:
     ) -> None:
         if self._producers.get(producer_id) is producer:
             del self._producers[producer_id]
-            self._closed_producers[producer_id] = (code, message)
+            self._closed_producers.pop(producer_id, None)  # re-inserted as the newest
+            self._closed_producers[producer_id] = (code, message, producer)
+            if len(self._closed_producers) > _CLOSED_PRODUCERS_KEPT:
+                del self._closed_producers[next(iter(self._closed_producers))]
 
     def forget_watch(self, watch: TopicWatch) -> None:
         if self._watches.get(watch.watch_id) is watch:

@@ -9,12 +9,16 @@ survives a crash.
 
 Ordered types (Exclusive, Failover, Key_Shared) on a segment with parents dispatch nothing
 until ``gate_open`` says every parent is drained for this subscription (DESIGN guarantee 3).
+
+Memory: a message read ahead is kept whole (payload included) until it is sent; once sent,
+only the dispatcher's small record of it stays while it is unacknowledged, and a message that
+comes back for redelivery is read again from the log. The dispatcher's unacked limits
+(dispatch/unacked.py) bound how many such records a consumer and a subscription hold.
 """
 
 from __future__ import annotations
 
 import asyncio
-import bisect
 import contextlib
 import logging
 import time
@@ -43,6 +47,7 @@ from .dispatch import (
     KeySharedDispatcher,
     Message,
     SharedDispatcher,
+    UnackedLimits,
 )
 from .errors import BrokerError
 
@@ -102,20 +107,22 @@ class ConsumerLink(Protocol):
     async def closed_by_broker(self, code: ErrorCode, message: str) -> None: ...
 
 
-# What the read path keeps per message until it is acknowledged: the dispatcher's view, the
-# stored form [payload, key, properties, event_time_ms], and the publish time.
+# What the read path keeps per message read ahead, until it is sent: the dispatcher's view,
+# the stored form [payload, key, properties, event_time_ms], and the publish time.
 _Cached = tuple[Message, list[Any], int]
 
 
-def _make_dispatcher(kind: SegmentSubscriptionType, unblocking_interval: float) -> Dispatcher:
+def _make_dispatcher(
+    kind: SegmentSubscriptionType, unblocking_interval: float, unacked: UnackedLimits
+) -> Dispatcher:
     if kind is SegmentSubscriptionType.KEY_SHARED:
-        return KeySharedDispatcher(unblocking_interval=unblocking_interval)
-    factories: dict[SegmentSubscriptionType, Callable[[], Dispatcher]] = {
+        return KeySharedDispatcher(unblocking_interval=unblocking_interval, unacked=unacked)
+    factories: dict[SegmentSubscriptionType, Callable[..., Dispatcher]] = {
         SegmentSubscriptionType.EXCLUSIVE: ExclusiveDispatcher,
         SegmentSubscriptionType.FAILOVER: FailoverDispatcher,
         SegmentSubscriptionType.SHARED: SharedDispatcher,
     }
-    return factories[kind]()
+    return factories[kind](unacked=unacked)
 
 
 class Subscription:
@@ -131,6 +138,7 @@ class Subscription:
         on_dispatched: Callable[[int, int], None],
         dispatch_batch: int = 512,
         unblocking_interval: float = 0.1,
+        unacked: UnackedLimits | None = None,
     ) -> None:
         self.name = name
         self._segment_id = segment_id
@@ -142,6 +150,7 @@ class Subscription:
         self._on_dispatched = on_dispatched
         self._dispatch_batch = dispatch_batch
         self._unblocking_interval = unblocking_interval
+        self._unacked = unacked or UnackedLimits()
         self._type: SegmentSubscriptionType | None = None
         self._dispatcher: Dispatcher | None = None
         self._links: dict[ConsumerId, ConsumerLink] = {}
@@ -204,7 +213,8 @@ class Subscription:
                 f"while any is attached (asked for {kind})",
             )
         if self._dispatcher is None:
-            self._type, self._dispatcher = kind, _make_dispatcher(kind, self._unblocking_interval)
+            self._type = kind
+            self._dispatcher = _make_dispatcher(kind, self._unblocking_interval, self._unacked)
         self._dispatcher.add_consumer(consumer)
         self._links[consumer.consumer_id] = link
         if permits:
@@ -251,9 +261,7 @@ class Subscription:
         dispatcher = self._attached(consumer_id)
         if cumulative:
             upto = targets[0]
-            pending = dispatcher.pending(consumer_id)  # sorted by position
-            cut = bisect.bisect_right(pending, upto, key=lambda message: message.position)
-            covered = [message.position for message in pending[:cut]]
+            covered = dispatcher.pending_up_to(consumer_id, upto)
             dispatcher.ack(consumer_id, covered)
             self._cursor.ack_cumulative(upto, sizes[0])
             for position in covered:
@@ -291,7 +299,8 @@ class Subscription:
         kind = self._type
         self._reset_dispatch()
         if kind is not None and consumers:
-            self._type, self._dispatcher = kind, _make_dispatcher(kind, self._unblocking_interval)
+            self._type = kind
+            self._dispatcher = _make_dispatcher(kind, self._unblocking_interval, self._unacked)
             for consumer in consumers:
                 self._dispatcher.add_consumer(consumer)
         self._drained_reported = False
@@ -362,7 +371,7 @@ class Subscription:
             deliveries = dispatcher.take_deliveries()
             for delivery in deliveries:
                 await self._send(
-                    delivery.consumer_id, delivery.messages, delivery.redelivery_counts
+                    dispatcher, delivery.consumer_id, delivery.messages, delivery.redelivery_counts
                 )
             if not deliveries and not read_any:
                 break
@@ -404,18 +413,37 @@ class Subscription:
         return True
 
     async def _send(
-        self, consumer_id: ConsumerId, messages: list[Message], redeliveries: list[int]
+        self,
+        dispatcher: Dispatcher,
+        consumer_id: ConsumerId,
+        messages: list[Message],
+        redeliveries: list[int],
     ) -> None:
         link = self._links.get(consumer_id)
         if link is None:
             return
         segment_id = self._segment_id
         cache = self._cache
+        # A message leaves the read-ahead cache as it is sent: none is kept once sent, and one
+        # sent before (now redelivered) is read again from the log.
+        stored = [cache.pop(message.position, None) for message in messages]
+        reread: dict[Position, tuple[list[Any], int]] = {}
+        if None in stored:
+            missing = [m.position for m, s in zip(messages, stored, strict=True) if s is None]
+            try:
+                reread = await self._reread(missing)
+            except Exception:
+                if dispatcher is self._dispatcher:  # back in line; the next round tries again
+                    dispatcher.redeliver(consumer_id, [message.position for message in messages])
+                raise
         out: list[DeliveredMessage] = []
         size = 0
-        for message, redelivery_count in zip(messages, redeliveries, strict=True):
+        for message, cached, redelivery_count in zip(messages, stored, redeliveries, strict=True):
             position = message.position
-            _, (payload, key, properties, event_time_ms), publish_time_ms = cache[position]
+            if cached is None:
+                (payload, key, properties, event_time_ms), publish_time_ms = reread[position]
+            else:
+                _, (payload, key, properties, event_time_ms), publish_time_ms = cached
             size += len(payload)
             out.append(
                 _make(
@@ -488,6 +516,41 @@ class Subscription:
         self._dispatcher.redeliver(consumer_id, None if positions is None else list(positions))
         self._wake()
 
+    async def _reread(self, positions: list[Position]) -> dict[Position, tuple[list[Any], int]]:
+        """Messages read again from the log, each as (stored form, publish time); a run of
+        consecutive entries is one read."""
+        wanted: dict[int, list[int]] = {}
+        for position in positions:
+            wanted.setdefault(position.entry_id, []).append(position.batch_index)
+        found: dict[Position, tuple[list[Any], int]] = {}
+        entries = sorted(wanted)
+        last = entries[-1]
+        index = 0
+        while index < len(entries):
+            first = entries[index]
+            read = await self._log.read_entries(
+                first, min(_READ_ENTRIES, last - first + 1), _READ_BYTES
+            )
+            for entry_id, publish_time_ms, record in read:
+                indexes = wanted.get(entry_id)
+                if indexes is None:
+                    continue
+                batch = decode_messages(record)
+                for batch_index in indexes:
+                    found[_make(Position, (entry_id, batch_index))] = (
+                        batch[batch_index],
+                        publish_time_ms,
+                    )
+            reached = read[-1][0] if read else first - 1
+            if reached < first:
+                raise SubscriptionError(
+                    ErrorCode.INTERNAL_ERROR,
+                    f"entry {first} of subscription {self.name!r} is not in the log any more",
+                )
+            while index < len(entries) and entries[index] <= reached:
+                index += 1
+        return found
+
     def _reset_dispatch(self) -> None:
         for timer in self._timers:
             timer.cancel()
@@ -501,6 +564,9 @@ class Subscription:
         cached = self._cache.get(position)
         if cached is not None:
             return cached[0].batch_size
+        pending = None if self._dispatcher is None else self._dispatcher.pending_message(position)
+        if pending is not None:
+            return pending.batch_size
         entries = await self._log.read_entries(position.entry_id, 1, _READ_BYTES)
         if not entries or entries[0][0] != position.entry_id:
             raise SubscriptionError(

@@ -27,7 +27,7 @@ from .names import check_subscription_name
 from .pool import ConnectionPool
 from .producer import Producer
 from .queue_consumer import QueueConsumer
-from .segment_writer import Batching
+from .segment_writer import DEFAULT_MAX_PENDING_BATCHES, Batching
 from .stream_consumer import StreamConsumer
 from .topic_layout import qualified_topic
 from .topic_watcher import TopicWatcher
@@ -188,6 +188,7 @@ class Client:
         batching_max_delay: float = 0.001,
         send_timeout: float = 30.0,
         max_pending_messages: int = 10_000,
+        max_pending_batches: int = DEFAULT_MAX_PENDING_BATCHES,
     ) -> Producer:
         """A producer of ``topic`` (``name`` or ``namespace/name``).
 
@@ -200,6 +201,9 @@ class Client:
         seconds fails with Timeout, and so does every message waiting behind it for the same
         segment; ``send_async`` waits while ``max_pending_messages`` are unanswered, and
         ``flush()`` and ``close()`` raise SendFailed for the ones it queued that failed.
+        At most ``max_pending_batches`` batches per segment are sent and unanswered: keep it
+        at or under the brokers' ``--max-pending-publishes-per-producer`` (500 by default),
+        past which a broker closes the producer (it then reopens and resends, slower).
         """
         batching = Batching(batching_max_messages, batching_max_bytes, batching_max_delay)
         if batching_max_messages < 1 or batching_max_bytes < 1 or batching_max_delay < 0:
@@ -213,6 +217,7 @@ class Client:
             batching=batching,
             send_timeout=send_timeout,
             max_pending_messages=max_pending_messages,
+            max_pending_batches=max_pending_batches,
         )
         return await self._started(producer, producer._start())
 

@@ -43,7 +43,7 @@ from .errors import ClientClosed, ClientError, FailedSend, MessageTooLarge, Send
 from .exclusive_grant import ExclusiveGrant
 from .outgoing import OutgoingMessage
 from .pool import ConnectionPool
-from .segment_writer import Batching, SegmentGone, SegmentWriter
+from .segment_writer import DEFAULT_MAX_PENDING_BATCHES, Batching, SegmentGone, SegmentWriter
 from .topic_layout import TopicLayout
 from .topic_watcher import TopicWatcher
 
@@ -66,15 +66,19 @@ class Producer:
         batching: Batching,
         send_timeout: float,
         max_pending_messages: int,
+        max_pending_batches: int = DEFAULT_MAX_PENDING_BATCHES,
     ) -> None:
         if max_pending_messages < 1:
             raise ValueError("max_pending_messages must be at least 1")
+        if max_pending_batches < 1:
+            raise ValueError("max_pending_batches must be at least 1")
         if send_timeout <= 0:
             raise ValueError("send_timeout must be positive (seconds)")
         self.topic = watcher.topic
         self.name = name or f"{client.client_name}-{uuid.uuid4().hex[:12]}"
         self.access_mode = access_mode
         self.batching = batching
+        self.max_pending_batches = max_pending_batches
         self.send_timeout = send_timeout
         self.pool: ConnectionPool = client.pool
         self._client = client

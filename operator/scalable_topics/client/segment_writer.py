@@ -62,6 +62,12 @@ class Batching:
     max_delay: float = 0.001  # seconds a batch may wait for more messages
 
 
+# Batches a writer keeps unanswered at most: a broker refuses a send past its
+# --max-pending-publishes-per-producer (500 by default) and closes the producer, so a writer
+# that stays at or under it never sees that refusal.
+DEFAULT_MAX_PENDING_BATCHES = 500
+
+
 class SegmentGone(Exception):
     """The layout no longer lists the segment."""
 
@@ -72,6 +78,8 @@ class WriterOwner(Protocol):
     topic: str
     pool: ConnectionPool
     batching: Batching
+    max_pending_batches: int
+    """Batches sent and not answered yet, at most, per segment."""
 
     async def broker_url(self, segment_id: int) -> str:
         """Where the segment is served (Active or sealed), once it is placed; SegmentGone
@@ -229,7 +237,12 @@ class SegmentWriter:
                 for batch in list(self._in_flight.values()):
                     await self._send(batch)
                 continue
-            if not self._sealed and self._queue and not self._held:
+            if (
+                not self._sealed
+                and self._queue
+                and not self._held
+                and len(self._in_flight) < self.owner.max_pending_batches
+            ):
                 if await self._linger():
                     await self._send_next_batch()
                 continue
@@ -376,8 +389,10 @@ class SegmentWriter:
                 batch = self._in_flight.pop(command.sequence_id, None)
                 if batch is not None:
                     batch.settle(command.message_id)
-                    if self._sealed and not self._in_flight:
-                        self._wake.set()
+                    if (self._sealed and not self._in_flight) or len(
+                        self._in_flight
+                    ) == self.owner.max_pending_batches - 1:
+                        self._wake.set()  # done, or room for the next batch
             case SendError():
                 self._send_refused(command)
             case ProducerClosed():

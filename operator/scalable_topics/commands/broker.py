@@ -7,6 +7,7 @@ import asyncio
 import sys
 from pathlib import Path
 
+from .broker_limits import add_limit_flags, limit_settings
 from .controller import add_auth_token_flags, auth_token
 from .store_flags import add_store_budget_flags
 from .timeout_flags import add_timeout_flags, timeouts
@@ -26,6 +27,7 @@ def _run_broker(args: argparse.Namespace) -> int:
     try:
         budget = store_budget(args.store, args.store_qps, args.store_burst)
         token = auth_token(args)
+        limits = limit_settings(args)
     except ValueError as error:
         print(f"stctl broker: {error}", file=sys.stderr)
         return 2
@@ -44,6 +46,7 @@ def _run_broker(args: argparse.Namespace) -> int:
             max_segments=args.max_segments,
             max_open_files=args.max_open_files,
             **timeouts(args),
+            **limits,
         )
     except ValidationError as error:
         print(f"stctl broker: invalid settings: {error}", file=sys.stderr)
@@ -143,6 +146,7 @@ def add_broker(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="host at most N segments (default: as many as the open files allow); past it, "
         "new segments are refused (507 BrokerFull) and placed on other brokers",
     )
+    add_limit_flags(broker)
     broker.add_argument(
         "--stop-on-stdin-eof",
         action="store_true",

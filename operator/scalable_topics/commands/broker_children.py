@@ -27,6 +27,7 @@ from pathlib import Path
 from ..listening import read_address_file
 from ..store import BudgetSettings
 from ..tasks import cancel_and_wait
+from .broker_limits import limit_argv
 from .timeout_flags import timeout_argv
 
 log = logging.getLogger(__name__)
@@ -48,6 +49,8 @@ class ChildBroker:
     address_file: Path
     store_budget: BudgetSettings | None = None  # None: the store's default
     timeouts: Mapping[str, float] = field(default_factory=dict)  # --handshake-timeout...
+    # BrokerConfig limits set on the command line (broker_limits.py); the rest default.
+    limits: Mapping[str, int] = field(default_factory=dict)
 
     def argv(self, port: int) -> list[str]:
         """The command line of a run on ``port`` (the child's own, or the one it reported)."""
@@ -75,6 +78,7 @@ class ChildBroker:
             "--stop-on-stdin-eof",
             *flags,
             *timeout_argv(self.timeouts),
+            *limit_argv(dict(self.limits)),
         ]
 
 

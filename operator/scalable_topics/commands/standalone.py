@@ -9,6 +9,7 @@ import signal
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .broker_limits import add_limit_flags
 from .store_flags import add_store_budget_flags
 from .timeout_flags import add_timeout_flags, timeouts
 
@@ -36,6 +37,7 @@ def _hint(service_url: str, default_url: str) -> str:
 def _run_standalone(args: argparse.Namespace) -> int:
     from ..broker.storage.durable_fs import DirectoryLock
     from ..broker.storage.errors import StorageLocked
+    from .broker_limits import limit_settings
     from .output import fail
     from .server_checks import data_directory_problem
     from .standalone_system import StandaloneSettings
@@ -60,6 +62,10 @@ def _run_standalone(args: argparse.Namespace) -> int:
         taken = (*range(args.port, last_port + 1), controller_port) if args.port else ()
         if (kube_api_port and kube_api_port in taken) or not 0 <= kube_api_port <= 65535:
             return fail(COMMAND, f"--kube-api-port {kube_api_port} clashes or is out of range", 2)
+    try:
+        broker_limits = limit_settings(args)
+    except ValueError as error:
+        return fail(COMMAND, str(error), 2)
     data_dir = Path(args.data_dir).resolve()
     budget = None  # the embedded store's default, unless a flag says otherwise
     if args.store_qps is not None or args.store_burst is not None:
@@ -76,6 +82,7 @@ def _run_standalone(args: argparse.Namespace) -> int:
         store_budget=budget,
         kube_api_port=kube_api_port,
         timeouts=timeouts(args),
+        broker_limits=broker_limits,
     )
     problem = data_directory_problem(settings.data_dir) or data_directory_problem(settings.log_dir)
     if problem is not None:
@@ -196,4 +203,5 @@ def add_standalone(commands: argparse._SubParsersAction[argparse.ArgumentParser]
     )
     add_store_budget_flags(standalone)
     add_timeout_flags(standalone)
+    add_limit_flags(standalone)
     standalone.set_defaults(run=_run_standalone)

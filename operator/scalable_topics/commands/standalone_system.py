@@ -64,6 +64,8 @@ class StandaloneSettings:
     kube_api_port: int | None = None  # None: no Kubernetes API; 0: a free port
     # Every broker's connection timeouts given by flags (BrokerConfig fields); others default.
     timeouts: Mapping[str, float] = field(default_factory=dict)
+    # Every broker's client limits set on the command line (broker_limits.py).
+    broker_limits: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def kubeconfig(self) -> Path:
@@ -127,6 +129,7 @@ class StandaloneSystem:
                     address_file=settings.data_dir / f"{settings.broker_id(index)}.address",
                     store_budget=settings.store_budget,
                     timeouts=settings.timeouts,
+                    limits=settings.broker_limits,
                 )
             )
             for index in range(1, settings.brokers)
@@ -215,6 +218,7 @@ class StandaloneSystem:
             broker_id=settings.broker_id(0),
             system_namespace=SYSTEM_NAMESPACE,
             **settings.timeouts,
+            **settings.broker_limits,
         )
         config.data_dir.mkdir(parents=True, exist_ok=True)
         self._runner = web.AppRunner(build_app(config, store, informers), **runner_options(config))

@@ -18,6 +18,7 @@ from .exclusive import ExclusiveDispatcher
 from .failover import FailoverDispatcher
 from .key_shared import KeySharedDispatcher
 from .shared import SharedDispatcher
+from .unacked import UnackedLimits
 
 __all__ = [
     "Consumer",
@@ -35,5 +36,6 @@ __all__ = [
     "KeySharedDispatcher",
     "Message",
     "SharedDispatcher",
+    "UnackedLimits",
     "UnknownConsumer",
 ]

@@ -75,6 +75,8 @@ class ConsumerStats:
     pending_messages: int
     active: bool
     """Whether it can receive messages: false for Failover standbys."""
+    blocked_on_unacked: bool = False
+    """It holds its unacked limit's worth (or did, and acks have not brought it to half)."""
     assigned_ranges: tuple[HashRange, ...] = ()
     """Key_Shared: the hash ranges this consumer owns on the ring."""
     draining_hashes: tuple[DrainingHashStats, ...] = ()
@@ -89,6 +91,10 @@ class DispatcherStats:
     """Read and not delivered: new messages plus those waiting for redelivery."""
     replay_messages: int
     """Of the buffered messages, those waiting for (re)delivery out of log order."""
+    unacked_messages: int
+    """Delivered and not acknowledged, at every consumer."""
+    blocked_on_unacked: bool
+    """The subscription is at its unacked limit (until acks bring it to half)."""
     delivered_total: int
     acked_total: int
     redelivered_total: int
@@ -172,6 +178,17 @@ class Dispatcher(Protocol):
 
     def pending(self, consumer_id: ConsumerId) -> list[Message]:
         """The consumer's delivered, unacknowledged messages, by position."""
+
+    def pending_up_to(self, consumer_id: ConsumerId, position: Position) -> list[Position]:
+        """The positions of the consumer's pending messages up to and including ``position``
+        (what a cumulative ack covers), in no particular order."""
+
+    def pending_message(self, position: Position) -> Message | None:
+        """The message at ``position`` if it is pending at a consumer (None otherwise)."""
+
+    @property
+    def unacked(self) -> int:
+        """Messages delivered and not acknowledged, at every consumer."""
 
     def consumers(self) -> list[Consumer]:
         """Attached consumers, in the order they were added."""

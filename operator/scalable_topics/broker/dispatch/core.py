@@ -1,11 +1,18 @@
 """Bookkeeping every dispatcher shares: consumers, permits, pending messages, redelivery counts.
 
-Subclasses decide who receives what (``take_deliveries``) and where returned messages wait
+Subclasses decide who receives what (``_deliver``) and where returned messages wait
 (``_requeue``); :class:`LogOrderCore` is the base of the modes that replay in log order.
+
+The unacknowledged-message limits (unacked.py) apply to every mode the same way: for the span
+of one decision (``take_deliveries``, ``read_budget``) each consumer's permits are lowered to
+what its limit leaves it room for, and the subclass gets the subscription's room as a cap on
+the total. The subclass decides exactly as with fewer permits, so every mode's own rules
+(log order, Key_Shared's per-key order and draining hashes) hold under the limits unchanged.
 """
 
 from __future__ import annotations
 
+import sys
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -23,9 +30,12 @@ from .base import (
     Message,
     UnknownConsumer,
 )
+from .pending import PendingMessages
 from .replay import ReplayQueue
+from .unacked import Gauge, UnackedLimits
 
 DEFAULT_MAX_BUFFERED = 5_000
+UNCAPPED = sys.maxsize
 
 
 @dataclass(slots=True, eq=False)
@@ -34,17 +44,25 @@ class ConsumerState:
 
     consumer: Consumer
     permits: int = 0
-    pending: dict[Position, Message] = field(default_factory=dict)
+    pending: PendingMessages = field(default_factory=PendingMessages)
     """Delivered and not acknowledged, in delivery order."""
+    gauge: Gauge | None = None
+    """The per-consumer unacked limit, if there is one."""
+    withheld: int = 0
+    """Permits set aside during one decision because the unacked limit leaves no room."""
 
 
 class DispatcherCore(ABC):
     mode: DispatchMode
 
-    def __init__(self, *, max_buffered: int = DEFAULT_MAX_BUFFERED) -> None:
+    def __init__(
+        self, *, max_buffered: int = DEFAULT_MAX_BUFFERED, unacked: UnackedLimits | None = None
+    ) -> None:
         if max_buffered < 1:
             raise ValueError(f"max_buffered must be at least 1, not {max_buffered}")
         self._max_buffered = max_buffered
+        self._unacked = unacked or UnackedLimits()
+        self._subscription_gauge = Gauge(self._unacked.per_subscription)
         self._consumers: dict[ConsumerId, ConsumerState] = {}
         self._incoming: list[Message] = []
         self._last_accepted: Position | None = None
@@ -60,10 +78,13 @@ class DispatcherCore(ABC):
     def add_consumer(self, consumer: Consumer) -> None: ...
 
     @abstractmethod
-    def take_deliveries(self) -> list[Delivery]: ...
+    def _deliver(self, cap: int) -> list[Delivery]:
+        """What to send now (take_deliveries), within permits and at most ``cap`` messages
+        in all."""
 
     @abstractmethod
-    def read_budget(self) -> int: ...
+    def _read_budget(self, cap: int) -> int:
+        """read_budget, reading for at most ``cap`` more deliveries."""
 
     @property
     @abstractmethod
@@ -89,6 +110,53 @@ class DispatcherCore(ABC):
         return True
 
     # -- the Dispatcher protocol ---------------------------------------------------------------
+
+    def take_deliveries(self) -> list[Delivery]:
+        if not self._unacked.any:
+            return self._deliver(UNCAPPED)
+        cap = self._withhold()
+        try:
+            deliveries = self._deliver(cap)
+        finally:
+            self._give_back()
+        for state in self._consumers.values():
+            if state.gauge is not None:
+                state.gauge.update(len(state.pending))
+        self._subscription_gauge.update(self.unacked)
+        return deliveries
+
+    def read_budget(self) -> int:
+        if not self._unacked.any:
+            return self._read_budget(UNCAPPED)
+        cap = self._withhold()
+        try:
+            return self._read_budget(cap)
+        finally:
+            self._give_back()
+
+    @property
+    def unacked(self) -> int:
+        """Messages delivered and not acknowledged, at every consumer."""
+        return sum(len(state.pending) for state in self._consumers.values())
+
+    def _withhold(self) -> int:
+        """Lower each consumer's permits to its room under the per-consumer limit; return the
+        subscription's room (the cap on this decision's deliveries)."""
+        for state in self._consumers.values():
+            if state.gauge is not None and state.permits:
+                room = state.gauge.room(len(state.pending))
+                if state.permits > room:
+                    state.withheld = state.permits - room
+                    state.permits = room
+        if not self._subscription_gauge.limit:
+            return UNCAPPED
+        return self._subscription_gauge.room(self.unacked)
+
+    def _give_back(self) -> None:
+        for state in self._consumers.values():
+            if state.withheld:
+                state.permits += state.withheld
+                state.withheld = 0
 
     def remove_consumer(self, consumer_id: ConsumerId) -> None:
         state = self._consumers.pop(consumer_id, None)
@@ -125,15 +193,7 @@ class DispatcherCore(ABC):
         state = self._consumers.get(consumer_id)
         if state is None:
             return
-        pending = state.pending
-        acked: list[Message] = []
-        elsewhere: list[Position] = []
-        for position in positions:
-            message = pending.pop(position, None)
-            if message is None:
-                elsewhere.append(position)
-            else:
-                acked.append(message)
+        acked, elsewhere = state.pending.pop_many(positions)
         if acked:
             self._settled(acked)
             self._released(state, acked, False)
@@ -147,7 +207,7 @@ class DispatcherCore(ABC):
         so they leave other consumers' pending sets, the replay set and the read buffer."""
         wanted = set(positions)
         for state in self._consumers.values():
-            found = [m for p in list(wanted) if (m := state.pending.pop(p, None)) is not None]
+            found = [m for p in list(wanted) if (m := state.pending.pop(p)) is not None]
             if found:
                 wanted.difference_update(m.position for m in found)
                 self._settled(found)
@@ -178,8 +238,7 @@ class DispatcherCore(ABC):
         if positions is None:
             self._return_pending(state, closing=False)
             return
-        pending = state.pending
-        returned = [message for p in positions if (message := pending.pop(p, None)) is not None]
+        returned, _ = state.pending.pop_many(positions)
         if returned:
             self._released(state, returned, False)
             self._return(returned)
@@ -188,7 +247,17 @@ class DispatcherCore(ABC):
         return None
 
     def pending(self, consumer_id: ConsumerId) -> list[Message]:
-        return sorted(self._state(consumer_id).pending.values())
+        return sorted(self._state(consumer_id).pending)
+
+    def pending_up_to(self, consumer_id: ConsumerId, position: Position) -> list[Position]:
+        return self._state(consumer_id).pending.positions_up_to(position)
+
+    def pending_message(self, position: Position) -> Message | None:
+        for state in self._consumers.values():
+            message = state.pending.get(position)
+            if message is not None:
+                return message
+        return None
 
     def consumers(self) -> list[Consumer]:
         return [state.consumer for state in self._consumers.values()]
@@ -199,6 +268,8 @@ class DispatcherCore(ABC):
             consumers=tuple(self._consumer_stats(state) for state in self._consumers.values()),
             buffered_messages=self.buffered,
             replay_messages=self._replay_size,
+            unacked_messages=self.unacked,
+            blocked_on_unacked=self._subscription_gauge.blocked,
             delivered_total=self._delivered_total,
             acked_total=self._acked_total,
             redelivered_total=self._redelivered_total,
@@ -209,7 +280,9 @@ class DispatcherCore(ABC):
     def _register(self, consumer: Consumer) -> ConsumerState:
         if consumer.consumer_id in self._consumers:
             raise DuplicateConsumer(consumer.consumer_id)
-        state = self._consumers[consumer.consumer_id] = ConsumerState(consumer)
+        limit = self._unacked.per_consumer
+        state = ConsumerState(consumer, gauge=Gauge(limit) if limit else None)
+        self._consumers[consumer.consumer_id] = state
         return state
 
     def _state(self, consumer_id: ConsumerId) -> ConsumerState:
@@ -220,9 +293,7 @@ class DispatcherCore(ABC):
 
     def _record_sent(self, state: ConsumerState, messages: list[Message]) -> Delivery:
         """Make the messages pending at the consumer. Permits are the caller's to charge."""
-        pending = state.pending
-        for message in messages:
-            pending[message.position] = message
+        state.pending.add(messages)
         self._delivered_total += len(messages)
         counts = self._redelivery_counts
         redeliveries = (
@@ -235,8 +306,7 @@ class DispatcherCore(ABC):
     def _return_pending(self, state: ConsumerState, *, closing: bool) -> None:
         if not state.pending:
             return
-        returned = list(state.pending.values())
-        state.pending.clear()
+        returned = state.pending.take_all()
         self._released(state, returned, closing)
         self._return(returned)
 
@@ -256,6 +326,7 @@ class DispatcherCore(ABC):
             permits=state.permits,
             pending_messages=len(state.pending),
             active=self._is_active(state),
+            blocked_on_unacked=state.gauge is not None and state.gauge.blocked,
         )
 
 
@@ -263,8 +334,10 @@ class LogOrderCore(DispatcherCore):
     """Exclusive, Failover and Shared: returned messages wait in one position-ordered replay
     set, and every delivery takes from it before any newly read message."""
 
-    def __init__(self, *, max_buffered: int = DEFAULT_MAX_BUFFERED) -> None:
-        super().__init__(max_buffered=max_buffered)
+    def __init__(
+        self, *, max_buffered: int = DEFAULT_MAX_BUFFERED, unacked: UnackedLimits | None = None
+    ) -> None:
+        super().__init__(max_buffered=max_buffered, unacked=unacked)
         self._replay = ReplayQueue()
 
     @property

@@ -36,6 +36,7 @@ from scalable_topics.model.position import Position
 from .base import Consumer, ConsumerId, Delivery, DispatcherStats, DispatchMode, Message
 from .core import ConsumerState, DispatcherCore
 from .replay import ReplayByHash
+from .unacked import UnackedLimits
 
 # Pulsar's keySharedLookAheadMsgInReplayThresholdPerSubscription is 20000; half of it keeps a
 # Python broker's look-ahead small while blocked hashes wait.
@@ -53,8 +54,9 @@ class KeySharedDispatcher(DispatcherCore):
         max_buffered: int = DEFAULT_KEY_SHARED_MAX_BUFFERED,
         points_per_consumer: int = DEFAULT_POINTS_PER_CONSUMER,
         unblocking_interval: float = DEFAULT_UNBLOCKING_INTERVAL,
+        unacked: UnackedLimits | None = None,
     ) -> None:
-        super().__init__(max_buffered=max_buffered)
+        super().__init__(max_buffered=max_buffered, unacked=unacked)
         if unblocking_interval < 0:
             raise ValueError(f"unblocking_interval cannot be negative: {unblocking_interval}")
         self._unblocking_interval = unblocking_interval
@@ -93,7 +95,7 @@ class KeySharedDispatcher(DispatcherCore):
         for consumer_id, ranges in lost.items():
             if consumer_id == skip:
                 continue
-            pending = self._consumers[consumer_id].pending.values()
+            pending = self._consumers[consumer_id].pending.key_hashes()
             for key_hash, count in _count_hashes_in(pending, ranges).items():
                 entry = self._draining.get(key_hash)
                 if entry is not None and entry.consumer_id == consumer_id:
@@ -115,18 +117,18 @@ class KeySharedDispatcher(DispatcherCore):
     def _discard_replayed(self, positions: set[Position]) -> list[Message]:
         return self._replay.discard(positions)
 
-    def read_budget(self) -> int:
+    def _read_budget(self, cap: int) -> int:
         """Read while consumers have permits and the look-ahead has room: messages held back
         for blocked hashes must not stop other keys, but they bound how far we read ahead."""
-        permits = sum(state.permits for state in self._consumers.values())
+        permits = min(sum(state.permits for state in self._consumers.values()), cap)
         if not permits:
             return 0
         return max(0, min(permits - len(self._incoming), self._max_buffered - self.buffered))
 
-    def take_deliveries(self) -> list[Delivery]:
+    def _deliver(self, cap: int) -> list[Delivery]:
         self._unblocked_hashes = 0
         self._wakeup_requested = False
-        budget = sum(state.permits for state in self._consumers.values())
+        budget = min(sum(state.permits for state in self._consumers.values()), cap)
         if not budget or not self.buffered:
             return []
         sent: dict[ConsumerState, list[Message]] = {}
@@ -145,7 +147,7 @@ class KeySharedDispatcher(DispatcherCore):
                 continue
             if draining is not None and draining.should_block(state.consumer.consumer_id, key_hash):
                 continue
-            messages = replay.take(key_hash, state.permits)
+            messages = replay.take(key_hash, min(state.permits, budget))
             state.permits -= len(messages)
             budget -= len(messages)
             if state in sent:
@@ -242,12 +244,12 @@ class KeySharedDispatcher(DispatcherCore):
         )
 
 
-def _count_hashes_in(messages: Iterable[Message], ranges: tuple[HashRange, ...]) -> dict[int, int]:
-    """How many of the messages have each hash that falls in the (sorted, disjoint) ranges."""
+def _count_hashes_in(key_hashes: Iterable[int], ranges: tuple[HashRange, ...]) -> dict[int, int]:
+    """How many of the messages (their key hashes) have each hash that falls in the (sorted,
+    disjoint) ranges."""
     starts = [r.start for r in ranges]
     counts: dict[int, int] = {}
-    for message in messages:
-        key_hash = message.key_hash
+    for key_hash in key_hashes:
         index = bisect_right(starts, key_hash) - 1
         if index >= 0 and key_hash <= ranges[index].end:
             counts[key_hash] = counts.get(key_hash, 0) + 1

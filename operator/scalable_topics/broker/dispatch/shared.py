@@ -6,6 +6,7 @@ from bisect import bisect_right
 
 from .base import Consumer, Delivery, DispatchMode, Message
 from .core import DEFAULT_MAX_BUFFERED, ConsumerState, LogOrderCore
+from .unacked import UnackedLimits
 
 # Pulsar's dispatcherMaxRoundRobinBatchSize: a turn hands over up to this many messages.
 DEFAULT_ROUND_ROBIN_BATCH = 20
@@ -23,8 +24,9 @@ class SharedDispatcher(LogOrderCore):
         *,
         max_buffered: int = DEFAULT_MAX_BUFFERED,
         round_robin_batch: int = DEFAULT_ROUND_ROBIN_BATCH,
+        unacked: UnackedLimits | None = None,
     ) -> None:
-        super().__init__(max_buffered=max_buffered)
+        super().__init__(max_buffered=max_buffered, unacked=unacked)
         if round_robin_batch < 1:
             raise ValueError(f"round_robin_batch must be at least 1, not {round_robin_batch}")
         self._round_robin_batch = round_robin_batch
@@ -39,11 +41,11 @@ class SharedDispatcher(LogOrderCore):
     def _on_removed(self, state: ConsumerState) -> None:
         self._turn_order.remove(state)
 
-    def read_budget(self) -> int:
-        return self._budget_for(sum(state.permits for state in self._turn_order))
+    def _read_budget(self, cap: int) -> int:
+        return self._budget_for(min(sum(state.permits for state in self._turn_order), cap))
 
-    def take_deliveries(self) -> list[Delivery]:
-        permits = sum(state.permits for state in self._turn_order)
+    def _deliver(self, cap: int) -> list[Delivery]:
+        permits = min(sum(state.permits for state in self._turn_order), cap)
         if not permits or not self.buffered:
             return []
         batch = self._take_in_order(permits)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from .base import Consumer, Delivery
 from .core import DEFAULT_MAX_BUFFERED, ConsumerState, LogOrderCore
+from .unacked import UnackedLimits
 
 
 class SingleActiveDispatcher(LogOrderCore):
@@ -11,8 +12,10 @@ class SingleActiveDispatcher(LogOrderCore):
     then new reads in log order. Switching the active consumer returns the previous one's
     pending messages, so the next active consumer receives them before anything newer."""
 
-    def __init__(self, *, max_buffered: int = DEFAULT_MAX_BUFFERED) -> None:
-        super().__init__(max_buffered=max_buffered)
+    def __init__(
+        self, *, max_buffered: int = DEFAULT_MAX_BUFFERED, unacked: UnackedLimits | None = None
+    ) -> None:
+        super().__init__(max_buffered=max_buffered, unacked=unacked)
         self._active: ConsumerState | None = None
 
     @property
@@ -20,18 +23,18 @@ class SingleActiveDispatcher(LogOrderCore):
         """The consumer that receives; the I/O layer tells consumers when this changes."""
         return None if self._active is None else self._active.consumer
 
-    def take_deliveries(self) -> list[Delivery]:
+    def _deliver(self, cap: int) -> list[Delivery]:
         active = self._active
-        if active is None or not active.permits:
+        if active is None or not active.permits or not cap:
             return []
-        batch = self._take_in_order(active.permits)
+        batch = self._take_in_order(min(active.permits, cap))
         if not batch:
             return []
         active.permits -= len(batch)
         return [self._record_sent(active, batch)]
 
-    def read_budget(self) -> int:
-        return self._budget_for(0 if self._active is None else self._active.permits)
+    def _read_budget(self, cap: int) -> int:
+        return self._budget_for(0 if self._active is None else min(self._active.permits, cap))
 
     def _is_active(self, state: ConsumerState) -> bool:
         return state is self._active
