@@ -8,11 +8,19 @@ from pathlib import Path
 import pytest
 
 from scalable_topics.broker.config import BrokerConfig
+from scalable_topics.broker.dispatch import Consumer
 from scalable_topics.broker.segment import HostedSegment, SegmentError
 from scalable_topics.broker.segment_meta import SegmentMeta
 from scalable_topics.model.position import Position
 from scalable_topics.model.resources import ProducerAccessMode
-from scalable_topics.protocol import BatchMessage, ErrorCode, InitialPosition, Send
+from scalable_topics.protocol import (
+    BatchMessage,
+    DeliveredMessage,
+    ErrorCode,
+    InitialPosition,
+    SegmentSubscriptionType,
+    Send,
+)
 
 
 class RecordingGate:
@@ -110,3 +118,42 @@ async def test_a_reservation_survives_a_restart_until_released(tmp_path: Path) -
         await released.open_producer("s", "bob", ProducerAccessMode.SHARED, None, None)  # type: ignore[arg-type]
     finally:
         await released.close()
+
+
+class UnsubscribingLink:
+    """A consumer whose session, told its consumer was closed, goes on to serve an
+    Unsubscribe of another subscription of the segment (as a session's read loop does while
+    the ConsumerClosed frame is being sent)."""
+
+    def __init__(self, segment: HostedSegment, other: str) -> None:
+        self.segment = segment
+        self.other = other
+        self.closed: list[ErrorCode] = []
+
+    async def deliver(self, messages: list[DeliveredMessage]) -> None:
+        pass
+
+    async def end_of_segment(self) -> None:
+        pass
+
+    async def closed_by_broker(self, code: ErrorCode, message: str) -> None:
+        self.closed.append(code)
+        assert await self.segment.delete_subscription(self.other)
+
+
+async def test_deleting_a_segment_while_a_subscription_goes_deletes_it_whole(
+    tmp_path: Path,
+) -> None:
+    """Found by the wire fuzzer: the controller deleted a drained segment while a client
+    unsubscribed from it, and the deletion failed halfway (its storage left on disk)."""
+    meta = SegmentMeta("default", "orders", 0, 0, 0xFFFF)
+    segment = await HostedSegment.create(
+        tmp_path / "seg", meta, ["first", "second"], config(tmp_path), RecordingGate()
+    )
+    link = UnsubscribingLink(segment, "second")
+    segment.subscriptions["first"].add_consumer(
+        Consumer(1, "consumer", 0), SegmentSubscriptionType.SHARED, link
+    )
+    await segment.delete()
+    assert link.closed == [ErrorCode.SEGMENT_NOT_FOUND]
+    assert not (tmp_path / "seg").exists()

@@ -665,7 +665,8 @@ class HostedSegment:
 
     async def _close_everything(self, code: ErrorCode, message: str) -> None:
         self._unlisten()
-        for subscription in self._subscriptions.values():
+        # A copy: while a subscription tells its consumers, their sessions may delete another.
+        for subscription in list(self._subscriptions.values()):
             await subscription.close(code, message)
         links = list(self._producer_links.values())
         self._producer_links.clear()
