@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import itertools
+import os
 from collections import defaultdict
 from typing import Any
 
@@ -51,6 +53,19 @@ from scalable_topics.protocol import (
 from scalable_topics.tasks import cancel_and_wait
 
 TIMEOUT = 20.0
+
+
+async def abandon_upgrade(url: str, path: str = "/ws") -> None:
+    """Ask ``url`` (``http://host:port``) for a WebSocket upgrade and drop the TCP connection
+    at once, before the server can answer."""
+    host, port = url.removeprefix("http://").rsplit(":", 1)
+    _, writer = await asyncio.open_connection(host, int(port))
+    key = base64.b64encode(os.urandom(16)).decode()
+    writer.write(
+        f"GET {path} HTTP/1.1\r\nHost: {host}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+        f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n".encode()
+    )
+    writer.transport.abort()
 
 
 class RequestFailed(Exception):

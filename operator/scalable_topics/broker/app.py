@@ -17,6 +17,7 @@ from aiohttp import web
 from ..store import Store, open_store
 from ..store.informers import Informers
 from ..tasks import cancel_and_wait
+from ..websocket_upgrade import client_left_during_upgrade
 from .admin import REGISTRY_KEY, TOKEN_KEY, add_routes, admin_errors
 from .config import BrokerConfig
 from .controller_links import ControllerLinks
@@ -39,12 +40,15 @@ CONTROLLER_LINKS_KEY = web.AppKey("controller_links", ControllerLinks)
 _WEBSOCKET_SLACK_BYTES = 1024 * 1024
 
 
-async def websocket(request: web.Request) -> web.WebSocketResponse:
+async def websocket(request: web.Request) -> web.StreamResponse:
     config = request.app[CONFIG_KEY]
     ws = web.WebSocketResponse(
         max_msg_size=config.max_frame_bytes + _WEBSOCKET_SLACK_BYTES, heartbeat=30
     )
-    await ws.prepare(request)
+    try:
+        await ws.prepare(request)
+    except ConnectionResetError:
+        return client_left_during_upgrade()
     await Session(
         ws,
         config,

@@ -55,6 +55,7 @@ from ..protocol import (
 )
 from ..store.informers import Informers
 from ..tasks import cancel_and_wait
+from ..websocket_upgrade import client_left_during_upgrade
 from .consumers import ConsumerCoordinators, ConsumerRefused, Grant, TopicConsumers
 from .endpoint_grants import GrantRequests
 from .metrics import ControllerMetrics
@@ -131,9 +132,12 @@ async def _readyz(request: web.Request) -> web.Response:
     return web.Response(text="ok\n")
 
 
-async def _websocket(request: web.Request) -> web.WebSocketResponse:
+async def _websocket(request: web.Request) -> web.StreamResponse:
     ws = web.WebSocketResponse(max_msg_size=DEFAULT_MAX_FRAME_BYTES, heartbeat=30)
-    await ws.prepare(request)
+    try:
+        await ws.prepare(request)
+    except ConnectionResetError:
+        return client_left_during_upgrade()
     sockets: set[web.WebSocketResponse] = request.app[SOCKETS_KEY]
     sockets.add(ws)
     settings = request.app[SETTINGS_KEY]
