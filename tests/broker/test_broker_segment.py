@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from pathlib import Path
 
@@ -157,3 +158,48 @@ async def test_deleting_a_segment_while_a_subscription_goes_deletes_it_whole(
     await segment.delete()
     assert link.closed == [ErrorCode.SEGMENT_NOT_FOUND]
     assert not (tmp_path / "seg").exists()
+
+
+class ProducerLink:
+    """A producer's session that, told its producer was closed, passes it on once
+    ``passed_on`` is set (at once unless ``slow``)."""
+
+    def __init__(self, slow: bool = False) -> None:
+        self.told = asyncio.Event()
+        self.passed_on = asyncio.Event()
+        if not slow:
+            self.passed_on.set()
+
+    async def closed_by_broker(self, code: ErrorCode, message: str) -> None:
+        self.told.set()
+        await self.passed_on.wait()
+
+
+async def test_a_producer_whose_open_is_cancelled_holds_nothing(tmp_path: Path) -> None:
+    """Found by the wire fuzzer: a connection that closed while its ExclusiveWithFencing
+    producer was being admitted (the open task cancelled while the fenced producer was told)
+    left that producer holding the segment, and every later producer was refused."""
+    meta = SegmentMeta("default", "orders", 0, 0, 0xFFFF)
+    segment = await HostedSegment.create(
+        tmp_path / "seg", meta, [], config(tmp_path), RecordingGate()
+    )
+    try:
+        slow = ProducerLink(slow=True)
+        await segment.open_producer("a", "first", ProducerAccessMode.SHARED, None, slow)
+        opening = asyncio.create_task(
+            segment.open_producer(
+                "b", "taker", ProducerAccessMode.EXCLUSIVE_WITH_FENCING, None, ProducerLink()
+            )
+        )
+        await slow.told.wait()  # the open is under way: "first" is being fenced
+        opening.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await opening
+        assert segment.producer_names() == []
+        grant = await segment.open_producer(
+            "c", "later", ProducerAccessMode.SHARED, None, ProducerLink()
+        )
+        assert grant.name == "later"
+    finally:
+        slow.passed_on.set()
+        await segment.close()
