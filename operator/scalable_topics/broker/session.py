@@ -400,7 +400,9 @@ class Session:
             )
         try:
             if previous is not None:
-                await previous  # receipts in the order of the producer's sends
+                # Receipts in the order of the producer's sends. Shielded: cancelling this task
+                # must not cancel the previous send's completion, which its own task sets.
+                await asyncio.shield(previous)
             await self.send(reply)
         finally:
             receipt_sent.set_result(None)
@@ -565,7 +567,7 @@ class Session:
 
         async def send_when_answered() -> None:
             if answered is not None:
-                await answered
+                await asyncio.shield(answered)  # the answer's own task completes it
             await self.send(command)
 
         self._spawn(send_when_answered())
