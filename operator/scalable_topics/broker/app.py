@@ -49,13 +49,19 @@ async def websocket(request: web.Request) -> web.StreamResponse:
         await ws.prepare(request)
     except ConnectionResetError:
         return client_left_during_upgrade()
-    await Session(
+    session = Session(
         ws,
         config,
         request.app[REGISTRY_KEY],
         topic_watches=request.app[TOPIC_WATCHES_KEY],
         controller_links=request.app[CONTROLLER_LINKS_KEY],
-    ).serve()
+    )
+    try:
+        await session.serve()
+    except ConnectionResetError:
+        # aiohttp answers a client's WebSocket ping inside its read, which raises when the
+        # client is already gone: the connection ended (serve has released everything).
+        log.debug("a client went away before its ping was answered")
     return ws
 
 
