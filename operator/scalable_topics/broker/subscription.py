@@ -348,6 +348,8 @@ class Subscription:
             read_any = await self._read(dispatcher)
             deliveries = dispatcher.take_deliveries()
             for delivery in deliveries:
+                if dispatcher is not self._dispatcher:
+                    break  # reset while an earlier delivery was written (a seek): all void
                 await self._send(
                     delivery.consumer_id, delivery.messages, delivery.redelivery_counts
                 )
@@ -402,7 +404,10 @@ class Subscription:
         size = 0
         for message, redelivery_count in zip(messages, redeliveries, strict=True):
             position = message.position
-            _, (payload, key, properties, event_time_ms), publish_time_ms = cache[position]
+            cached = cache.get(position)
+            if cached is None:
+                continue  # acknowledged while an earlier delivery of the round was written
+            _, (payload, key, properties, event_time_ms), publish_time_ms = cached
             size += len(payload)
             out.append(
                 _make(
@@ -418,6 +423,8 @@ class Subscription:
                     ),
                 )
             )
+        if not out:
+            return
         self.delivered_total += len(out)
         self._on_dispatched(len(out), size)
         for start in range(0, len(out), self._dispatch_batch):
