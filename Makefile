@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 EXTRAS ?= dev,server,operator
 
-.PHONY: install test lint crds check check-scaling quickstart bench clean test-kubernetes-store \
+.PHONY: install test lint crds check check-scaling fuzz quickstart bench clean test-kubernetes-store \
 	kind-up image image-spark load deploy e2e kind-down
 
 install: $(STAMP)
@@ -45,6 +45,12 @@ bench: install
 # Splits, merges and SIGKILLs under load; ARGS=--long runs for minutes.
 check-scaling: install
 	$(BIN)/python tests/scaling/scaling_checker.py $(ARGS)
+
+# The wire fuzzer against a real broker: FRAMES frames (SEED=N repeats a run); figures and
+# findings, exit 1 on any. CI runs 30,000 frames (tests/fuzz/test_wire_fuzz.py).
+FRAMES ?= 1000000
+fuzz: install
+	$(BIN)/python tests/fuzz/run_fuzz.py --frames $(FRAMES) $(if $(SEED),--seed $(SEED))
 
 # README's first command: stctl standalone, a topic, produce, consume, a split while producing.
 quickstart: install

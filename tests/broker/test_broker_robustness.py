@@ -20,9 +20,12 @@ from scalable_topics.protocol import (
     encode_frame,
 )
 from support.broker_process import BrokerProcess
-from support.wire_client import RequestFailed, WireClient
+from support.eventually import eventually
+from support.wire_client import RequestFailed, WireClient, abandon_upgrade, ping_and_leave
 
 TOPIC = "default/orders"
+ABANDONED = 20  # upgrades abandoned by their client
+PINGED_AND_LEFT = 60  # connections left right after a WebSocket ping
 
 
 async def hostile_session(url: str, frame: bytes) -> tuple[list[ErrorCode], bool]:
@@ -133,3 +136,39 @@ async def test_a_token_protected_broker_refuses_strangers(tmp_path: Path) -> Non
             await client.close()
     finally:
         broker.stop()
+
+
+async def test_a_client_leaving_during_the_upgrade_is_no_failure(broker: BrokerProcess) -> None:
+    """Found by the wire fuzzer: a client that dropped its TCP connection while the WebSocket
+    upgrade was being answered made the broker log a handler failure with a traceback."""
+    for _ in range(ABANDONED):
+        await abandon_upgrade(broker.url)
+
+    def handled() -> int:
+        log = broker.log_path.read_text(errors="replace")
+        return log.count('"GET /ws HTTP/1.1"') + log.count("Error handling request")
+
+    await eventually(lambda: handled() >= ABANDONED, "every abandoned upgrade handled")
+    log = broker.log_path.read_text(errors="replace")
+    assert "Traceback" not in log
+    assert '"GET /ws HTTP/1.1" 499' in log  # most leave before the answer is written
+    client = await WireClient.connect(broker.ws_url)  # still served
+    await client.close()
+
+
+async def test_a_client_leaving_right_after_a_ping_is_no_failure(broker: BrokerProcess) -> None:
+    """Found by the wire fuzzer: the broker answers a WebSocket ping while it reads; a client
+    gone by then made the read raise, and the broker logged a handler failure with a
+    traceback. (The client must leave after the broker read the ping but before it answered:
+    about one attempt in six does, so a broken broker fails this test all but surely.)"""
+    for _ in range(PINGED_AND_LEFT):
+        await ping_and_leave(broker.url)
+
+    def handled() -> int:
+        log = broker.log_path.read_text(errors="replace")
+        return log.count('"GET /ws HTTP/1.1"') + log.count("Error handling request")
+
+    await eventually(lambda: handled() >= PINGED_AND_LEFT, "every connection handled")
+    assert "Traceback" not in broker.log_path.read_text(errors="replace")
+    client = await WireClient.connect(broker.ws_url)  # still served
+    await client.close()

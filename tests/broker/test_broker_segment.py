@@ -2,17 +2,26 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from scalable_topics.broker.config import BrokerConfig
+from scalable_topics.broker.dispatch import Consumer
 from scalable_topics.broker.segment import HostedSegment, SegmentError
 from scalable_topics.broker.segment_meta import SegmentMeta
 from scalable_topics.model.position import Position
 from scalable_topics.model.resources import ProducerAccessMode
-from scalable_topics.protocol import BatchMessage, ErrorCode, InitialPosition, Send
+from scalable_topics.protocol import (
+    BatchMessage,
+    DeliveredMessage,
+    ErrorCode,
+    InitialPosition,
+    SegmentSubscriptionType,
+    Send,
+)
 
 
 class RecordingGate:
@@ -110,3 +119,87 @@ async def test_a_reservation_survives_a_restart_until_released(tmp_path: Path) -
         await released.open_producer("s", "bob", ProducerAccessMode.SHARED, None, None)  # type: ignore[arg-type]
     finally:
         await released.close()
+
+
+class UnsubscribingLink:
+    """A consumer whose session, told its consumer was closed, goes on to serve an
+    Unsubscribe of another subscription of the segment (as a session's read loop does while
+    the ConsumerClosed frame is being sent)."""
+
+    def __init__(self, segment: HostedSegment, other: str) -> None:
+        self.segment = segment
+        self.other = other
+        self.closed: list[ErrorCode] = []
+
+    async def deliver(self, messages: list[DeliveredMessage]) -> None:
+        pass
+
+    async def end_of_segment(self) -> None:
+        pass
+
+    async def closed_by_broker(self, code: ErrorCode, message: str) -> None:
+        self.closed.append(code)
+        assert await self.segment.delete_subscription(self.other)
+
+
+async def test_deleting_a_segment_while_a_subscription_goes_deletes_it_whole(
+    tmp_path: Path,
+) -> None:
+    """Found by the wire fuzzer: the controller deleted a drained segment while a client
+    unsubscribed from it, and the deletion failed halfway (its storage left on disk)."""
+    meta = SegmentMeta("default", "orders", 0, 0, 0xFFFF)
+    segment = await HostedSegment.create(
+        tmp_path / "seg", meta, ["first", "second"], config(tmp_path), RecordingGate()
+    )
+    link = UnsubscribingLink(segment, "second")
+    segment.subscriptions["first"].add_consumer(
+        Consumer(1, "consumer", 0), SegmentSubscriptionType.SHARED, link
+    )
+    await segment.delete()
+    assert link.closed == [ErrorCode.SEGMENT_NOT_FOUND]
+    assert not (tmp_path / "seg").exists()
+
+
+class ProducerLink:
+    """A producer's session that, told its producer was closed, passes it on once
+    ``passed_on`` is set (at once unless ``slow``)."""
+
+    def __init__(self, slow: bool = False) -> None:
+        self.told = asyncio.Event()
+        self.passed_on = asyncio.Event()
+        if not slow:
+            self.passed_on.set()
+
+    async def closed_by_broker(self, code: ErrorCode, message: str) -> None:
+        self.told.set()
+        await self.passed_on.wait()
+
+
+async def test_a_producer_whose_open_is_cancelled_holds_nothing(tmp_path: Path) -> None:
+    """Found by the wire fuzzer: a connection that closed while its ExclusiveWithFencing
+    producer was being admitted (the open task cancelled while the fenced producer was told)
+    left that producer holding the segment, and every later producer was refused."""
+    meta = SegmentMeta("default", "orders", 0, 0, 0xFFFF)
+    segment = await HostedSegment.create(
+        tmp_path / "seg", meta, [], config(tmp_path), RecordingGate()
+    )
+    try:
+        slow = ProducerLink(slow=True)
+        await segment.open_producer("a", "first", ProducerAccessMode.SHARED, None, slow)
+        opening = asyncio.create_task(
+            segment.open_producer(
+                "b", "taker", ProducerAccessMode.EXCLUSIVE_WITH_FENCING, None, ProducerLink()
+            )
+        )
+        await slow.told.wait()  # the open is under way: "first" is being fenced
+        opening.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await opening
+        assert segment.producer_names() == []
+        grant = await segment.open_producer(
+            "c", "later", ProducerAccessMode.SHARED, None, ProducerLink()
+        )
+        assert grant.name == "later"
+    finally:
+        slow.passed_on.set()
+        await segment.close()

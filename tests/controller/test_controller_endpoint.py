@@ -3,6 +3,7 @@ controller does not lead (NotLeader names the leader's endpoint)."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator
 
 import aiohttp
@@ -24,12 +25,14 @@ from scalable_topics.protocol import (
     encode_frame,
 )
 from scalable_topics.store.informers import Informers
+from support.eventually import eventually
 from support.leases import SYSTEM_NAMESPACE, lease_object
 from support.memory_store import MemoryStore
-from support.wire_client import RequestFailed, WireClient
+from support.wire_client import RequestFailed, WireClient, abandon_upgrade
 
 TOKEN = "cluster-secret"
 LEADER = "http://controller-1:8080"
+ABANDONED = 20  # upgrades abandoned by their client
 
 
 @pytest.fixture
@@ -121,3 +124,28 @@ async def test_the_endpoint_closes_with_the_code_of_the_reason(endpoint: str, ca
         closing = await ws.receive(timeout=20)
     assert isinstance(error, Error) and error.code is expected_error
     assert (closing.type, closing.data) == (aiohttp.WSMsgType.CLOSE, expected_code)
+
+
+async def test_a_broker_leaving_during_the_upgrade_is_no_failure(
+    endpoint: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Found by the wire fuzzer: a broker that dropped its link while the WebSocket upgrade
+    was being answered made aiohttp log a handler failure with a traceback."""
+    caplog.set_level(logging.INFO, "aiohttp.access")
+    for _ in range(ABANDONED):
+        await abandon_upgrade(endpoint)
+
+    def answered() -> list[str]:
+        return [r.getMessage() for r in caplog.records if r.name == "aiohttp.access"]
+
+    def failures() -> list[str]:
+        return [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+
+    await eventually(
+        lambda: len(answered()) + len(failures()) >= ABANDONED, "every abandoned request handled"
+    )
+    assert failures() == []
+    # Most of them leave before the answer is written (the others after): the case at stake.
+    assert any('" 499 ' in line for line in answered()), answered()
+    broker = await WireClient.connect(endpoint, TOKEN)  # still served
+    await broker.close()

@@ -266,6 +266,13 @@ def test_hash_ranges_out_of_the_hash_space_are_refused() -> None:
     ("command", "message"),
     [
         ([CommandType.SEND, 1, 2, []], "Send: a Send carries at least one message"),
+        (
+            # Found by the wire fuzzer: the broker stored the last id, past what the wire
+            # carries, and could no longer answer a ProducerOpen of that producer.
+            [CommandType.SEND, 1, 2**64 - 2, [[b"a", None, {}, None]] * 3],
+            "Send: a Send's messages have sequence ids up to 2**64-1: 3 from "
+            "18446744073709551614 go past it",
+        ),
         ([CommandType.MESSAGE, 1, []], "Message: a Message frame carries at least one message"),
         ([CommandType.ACK, 1, "Individual", [], None], "Ack: an Ack names at least one message"),
         (
@@ -295,6 +302,11 @@ def test_broken_invariants_are_refused(command: list[Any], message: str) -> None
 def test_the_same_invariants_hold_when_building_commands() -> None:
     with pytest.raises(ValueError, match="at least one message"):
         Send(1, 2, ())
+    with pytest.raises(ValueError, match="up to 2\\*\\*64-1"):
+        Send(1, 2**64 - 1, (BatchMessage(b"a"), BatchMessage(b"b")))
+    assert (
+        Send(1, 2**64 - 2, (BatchMessage(b"a"), BatchMessage(b"b"))).last_sequence_id == 2**64 - 1
+    )
     with pytest.raises(ValueError, match="exactly one message id"):
         Ack(1, AckType.CUMULATIVE, (MessageId(0, 1), MessageId(0, 2)))
     with pytest.raises(ValueError, match="exactly one of"):

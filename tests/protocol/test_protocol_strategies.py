@@ -151,7 +151,12 @@ COMMANDS: dict[type[Command], st.SearchStrategy[Any]] = {
     ProducerOpened: st.builds(ProducerOpened, uints, texts, uints, optional(uints)),
     ProducerClose: st.builds(ProducerClose, uints, uints),
     ProducerClosed: st.builds(ProducerClosed, uints, error_codes, texts),
-    Send: st.builds(Send, uints, uints, _tuples_of(batch_messages, min_size=1)),
+    Send: _tuples_of(batch_messages, min_size=1).flatmap(
+        # The batch's last sequence id is a uint too.
+        lambda messages: st.builds(
+            Send, uints, st.integers(0, 2**64 - len(messages)), st.just(messages)
+        )
+    ),
     SendReceipt: _send_receipts,
     SendError: st.builds(SendError, uints, uints, error_codes, texts),
     Subscribe: st.builds(

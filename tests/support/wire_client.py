@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import itertools
+import os
 import socket
 from collections import defaultdict
 from typing import Any
@@ -31,6 +33,7 @@ from scalable_topics.protocol import (
     Message,
     MessageId,
     Nack,
+    Ping,
     ProducerAccessMode,
     ProducerClose,
     ProducerClosed,
@@ -52,6 +55,41 @@ from scalable_topics.protocol import (
 from scalable_topics.tasks import cancel_and_wait
 
 TIMEOUT = 20.0
+
+
+async def abandon_upgrade(url: str, path: str = "/ws") -> None:
+    """Ask ``url`` (``http://host:port``) for a WebSocket upgrade and drop the TCP connection
+    at once, before the server can answer."""
+    _, writer = await _ask_upgrade(url, path)
+    writer.transport.abort()
+
+
+async def ping_and_leave(url: str, path: str = "/ws") -> None:
+    """Open a WebSocket to ``url`` (``http://host:port``) and send, at once, Connect, many
+    Pings (commands, each answered) and a WebSocket ping behind them; drop the TCP connection
+    as soon as Connected comes: the server is then still busy with the commands, and reads the
+    WebSocket ping after the connection is gone."""
+    reader, writer = await _ask_upgrade(url, path)
+    answer = await reader.readuntil(b"\r\n\r\n")
+    assert answer.startswith(b"HTTP/1.1 101"), answer
+    frames = [encode_frame(Connect(1, (PROTOCOL_VERSION,), "leaving"))]
+    frames += [encode_frame(Ping())] * 300
+    # Masked client frames, with the mask key 0: binary ones, then an empty ping.
+    writer.write(b"".join(bytes((0x82, 0x80 | len(f))) + bytes(4) + f for f in frames))
+    writer.write(b"\x89\x80" + bytes(4))
+    await reader.readexactly(2)  # the first answer (Connected) has begun
+    writer.transport.abort()
+
+
+async def _ask_upgrade(url: str, path: str) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    host, port = url.removeprefix("http://").rsplit(":", 1)
+    reader, writer = await asyncio.open_connection(host, int(port))
+    key = base64.b64encode(os.urandom(16)).decode()
+    writer.write(
+        f"GET {path} HTTP/1.1\r\nHost: {host}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+        f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n".encode()
+    )
+    return reader, writer
 
 
 class RequestFailed(Exception):

@@ -18,6 +18,7 @@ from aiohttp import web
 from ..store import Store, open_store
 from ..store.informers import Informers
 from ..tasks import cancel_and_wait
+from ..websocket_upgrade import client_left_during_upgrade
 from .admin import REGISTRY_KEY, TOKEN_KEY, add_routes, admin_errors
 from .body_timeout import body_timeout
 from .config import BrokerConfig
@@ -43,13 +44,16 @@ SESSIONS_KEY = web.AppKey("sessions", set[Session])  # open WebSockets
 _WEBSOCKET_SLACK_BYTES = 1024 * 1024
 
 
-async def websocket(request: web.Request) -> web.WebSocketResponse:
+async def websocket(request: web.Request) -> web.StreamResponse:
     config = request.app[CONFIG_KEY]
     # No aiohttp heartbeat and no autoping: the session's watchdog pings (see ws_watchdog.py).
     ws = web.WebSocketResponse(
         max_msg_size=config.max_frame_bytes + _WEBSOCKET_SLACK_BYTES, autoping=False
     )
-    await ws.prepare(request)
+    try:
+        await ws.prepare(request)
+    except ConnectionResetError:
+        return client_left_during_upgrade()
     session = Session(
         ws,
         config,

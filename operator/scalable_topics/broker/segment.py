@@ -339,11 +339,18 @@ class HostedSegment:
         except AccessError as error:
             raise SegmentError(ErrorCode(error.code), str(error)) from None
         self._producer_links[handle] = link
-        await self._close_fenced(list(result.fenced))
         if result.standing is Standing.GRANTED:
             assert result.grant is not None
-            await self._persist_access(before)
+            try:
+                await self._close_fenced(list(result.fenced))
+                await self._persist_access(before)
+            except BaseException:
+                # Cancelled (its connection closed, say) before it learnt it was admitted:
+                # nobody will ever close this producer, so it must hold nothing.
+                await self.close_producer(handle)
+                raise
             return result.grant
+        await self._close_fenced(list(result.fenced))
         waiter: asyncio.Future[Grant] = asyncio.get_running_loop().create_future()
         self._waiters[handle] = waiter
         try:
@@ -737,7 +744,8 @@ class HostedSegment:
 
     async def _close_everything(self, code: ErrorCode, message: str) -> None:
         self._unlisten()
-        for subscription in self._subscriptions.values():
+        # A copy: while a subscription tells its consumers, their sessions may delete another.
+        for subscription in list(self._subscriptions.values()):
             await subscription.close(code, message)
         links = list(self._producer_links.values())
         self._producer_links.clear()

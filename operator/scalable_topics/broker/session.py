@@ -213,7 +213,10 @@ class Session:
                 )
                 return CloseCode.UNSUPPORTED_DATA, "binary messages only"
             elif frame.type is WSMsgType.PING:
-                await self._ws.pong(frame.data)
+                try:
+                    await self._ws.pong(frame.data)
+                except ConnectionError:
+                    return None  # the client went away before its ping was answered
             elif frame.type is WSMsgType.ERROR:
                 return None  # aiohttp closed it (1009 for a message above its size limit)
             if self._publishes.full:
@@ -545,7 +548,10 @@ class Session:
                 command.producer_id, command.sequence_id, ErrorCode.INTERNAL_ERROR, str(error)
             )
         if previous is not None:
-            await previous  # receipts in the order of the producer's sends
+            # Receipts in the order of the producer's sends. Shielded: cancelling this task
+            # must not cancel the previous send's answer, which its own task settles (and with
+            # it the in-flight counts).
+            await asyncio.shield(previous)
         await self.send(reply)
 
     # -- consumers ------------------------------------------------------------------------------
@@ -711,7 +717,7 @@ class Session:
 
         async def send_when_answered() -> None:
             if answered is not None:
-                await answered
+                await asyncio.shield(answered)  # the answer's own task completes it
             await self.send(command)
 
         self._spawn(send_when_answered())

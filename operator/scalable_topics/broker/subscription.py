@@ -370,6 +370,8 @@ class Subscription:
             read_any = await self._read(dispatcher)
             deliveries = dispatcher.take_deliveries()
             for delivery in deliveries:
+                if dispatcher is not self._dispatcher:
+                    break  # reset while an earlier delivery was written (a seek): all void
                 await self._send(
                     dispatcher, delivery.consumer_id, delivery.messages, delivery.redelivery_counts
                 )
@@ -428,8 +430,13 @@ class Subscription:
         # sent before (now redelivered) is read again from the log.
         stored = [cache.pop(message.position, None) for message in messages]
         reread: dict[Position, tuple[list[Any], int]] = {}
-        if None in stored:
-            missing = [m.position for m, s in zip(messages, stored, strict=True) if s is None]
+        acked = self._cursor.is_acked
+        missing = [
+            m.position
+            for m, s in zip(messages, stored, strict=True)
+            if s is None and not acked(m.position)
+        ]
+        if missing:
             try:
                 reread = await self._reread(missing)
             except Exception:
@@ -441,7 +448,10 @@ class Subscription:
         for message, cached, redelivery_count in zip(messages, stored, redeliveries, strict=True):
             position = message.position
             if cached is None:
-                (payload, key, properties, event_time_ms), publish_time_ms = reread[position]
+                found = reread.get(position)
+                if found is None:
+                    continue  # acknowledged while an earlier delivery of the round was written
+                (payload, key, properties, event_time_ms), publish_time_ms = found
             else:
                 _, (payload, key, properties, event_time_ms), publish_time_ms = cached
             size += len(payload)
@@ -459,6 +469,8 @@ class Subscription:
                     ),
                 )
             )
+        if not out:
+            return
         self.delivered_total += len(out)
         self._on_dispatched(len(out), size)
         for start in range(0, len(out), self._dispatch_batch):

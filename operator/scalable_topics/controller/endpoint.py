@@ -62,6 +62,7 @@ from ..protocol import (
 )
 from ..store.informers import Informers
 from ..tasks import cancel_and_wait
+from ..websocket_upgrade import client_left_during_upgrade
 from ..ws_watchdog import Watchdog
 from .consumers import ConsumerCoordinators, ConsumerRefused, Grant, TopicConsumers
 from .endpoint_grants import GrantRequests
@@ -140,10 +141,13 @@ async def _readyz(request: web.Request) -> web.Response:
     return web.Response(text="ok\n")
 
 
-async def _websocket(request: web.Request) -> web.WebSocketResponse:
+async def _websocket(request: web.Request) -> web.StreamResponse:
     # No aiohttp heartbeat and no autoping: the session's watchdog pings (see ws_watchdog.py).
     ws = web.WebSocketResponse(max_msg_size=DEFAULT_MAX_FRAME_BYTES, autoping=False)
-    await ws.prepare(request)
+    try:
+        await ws.prepare(request)
+    except ConnectionResetError:
+        return client_left_during_upgrade()
     sockets: set[web.WebSocketResponse] = request.app[SOCKETS_KEY]
     sockets.add(ws)
     settings = request.app[SETTINGS_KEY]
@@ -260,7 +264,10 @@ class EndpointSession:
                 )
                 return CloseCode.UNSUPPORTED_DATA, "binary messages only"
             elif frame.type is WSMsgType.PING:
-                await self._ws.pong(frame.data)
+                try:
+                    await self._ws.pong(frame.data)
+                except ConnectionError:
+                    return None  # the client went away before its ping was answered
             elif frame.type is WSMsgType.ERROR:
                 return None  # aiohttp closed it (1009 for a message above its size limit)
         return None

@@ -18,6 +18,7 @@ from typing import ClassVar, TypeAlias
 from ..model.resources import ProducerAccessMode
 from .enums import AckType, InitialPosition, SegmentSubscriptionType
 from .errors import ErrorCode, ProtocolError
+from .limits import MAX_UINT
 from .values import AssignedSegment, BatchMessage, DeliveredMessage, MessageId, SegmentNode
 
 
@@ -225,6 +226,13 @@ class Send:
     def __post_init__(self) -> None:
         if not self.messages:
             raise ValueError("a Send carries at least one message")
+        if self.last_sequence_id > MAX_UINT:
+            # The broker stores the last id and hands it back in ProducerOpened: it must be a
+            # uint the wire can carry.
+            raise ValueError(
+                f"a Send's messages have sequence ids up to 2**64-1: {len(self.messages)} "
+                f"from {self.sequence_id} go past it"
+            )
 
     @property
     def last_sequence_id(self) -> int:

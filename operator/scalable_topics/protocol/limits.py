@@ -10,6 +10,9 @@ DEFAULT_MAX_FRAME_BYTES: Final = 5 * 1024 * 1024
 FRAME_OVERHEAD_RESERVE_BYTES: Final = 64 * 1024
 DEFAULT_MAX_MESSAGE_BYTES: Final = DEFAULT_MAX_FRAME_BYTES - FRAME_OVERHEAD_RESERVE_BYTES
 
+# The largest int msgpack carries: every uint field's bound.
+MAX_UINT: Final = 2**64 - 1
+
 # The largest producer epoch a client or the control plane may ask for. A takeover raises a
 # segment's epoch by one, so every epoch a segment can reach stays below 2**64, the first
 # integer msgpack cannot carry: a stored epoch always has a wire form.
