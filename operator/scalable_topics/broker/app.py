@@ -25,7 +25,7 @@ from .config import BrokerConfig
 from .controller_links import ControllerLinks
 from .drain_markers import DrainMarkers
 from .inflight import PublishCounters
-from .metrics import PUBLISH_COUNTERS_KEY, metrics_handler
+from .metrics import PUBLISH_COUNTERS_KEY, install_metrics, metrics_handler
 from .orphan_storage import reclaim_until_done, store_knows_broker
 from .registration import Registration
 from .registry import SegmentRegistry
@@ -122,6 +122,7 @@ def build_app(
         controller_links = ControllerLinks(cached, config)
         await controller_links.start()
         app[CONTROLLER_LINKS_KEY] = controller_links
+        install_metrics(app)
         known = await store_knows_broker(
             backend, config.system_namespace, config.identity, len(list(registry))
         )

@@ -168,14 +168,15 @@ class PublishCollector(Collector):
 _METRICS_KEY = web.AppKey("metrics_registry", CollectorRegistry)
 
 
+def install_metrics(app: web.Application) -> None:
+    """Register the broker's collectors; called as the app starts, once its parts are set."""
+    metrics = CollectorRegistry()
+    metrics.register(SegmentCollector(app[REGISTRY_KEY]))
+    metrics.register(PublishCollector(app[PUBLISH_COUNTERS_KEY]))
+    register_store_collectors(metrics, app.get(STORE_KEY), app.get(INFORMERS_KEY))
+    app[_METRICS_KEY] = metrics
+
+
 async def metrics_handler(request: web.Request) -> web.Response:
-    metrics = request.app.get(_METRICS_KEY)
-    if metrics is None:
-        metrics = CollectorRegistry()
-        metrics.register(SegmentCollector(request.app[REGISTRY_KEY]))
-        metrics.register(PublishCollector(request.app[PUBLISH_COUNTERS_KEY]))
-        register_store_collectors(
-            metrics, request.app.get(STORE_KEY), request.app.get(INFORMERS_KEY)
-        )
-        request.app[_METRICS_KEY] = metrics
+    metrics = request.app[_METRICS_KEY]
     return web.Response(body=generate_latest(metrics), content_type="text/plain", charset="utf-8")
