@@ -77,7 +77,21 @@ class BrokerConfig(BaseModel):
     heartbeat_seconds: float = Field(
         default=5.0, gt=0, description="how often the broker renews its Lease"
     )
-    auth_token: str | None = Field(default=None, description="when set, clients must present it")
+    auth_token: str | None = Field(
+        default=None,
+        description="the cluster token: when set, every request must authenticate, and this "
+        "token is the control plane's (it may do everything)",
+    )
+    token_public_key: Path | None = Field(
+        default=None,
+        description="the Ed25519 public key (PEM) that verifies client tokens (signed JWTs "
+        "granting roles on namespaces); without it only the cluster token authenticates",
+    )
+    authenticate_metrics: bool = Field(
+        default=False,
+        description="/metrics requires the cluster token or a token that may read every "
+        "namespace (it names every topic)",
+    )
     handshake_timeout: float = Field(
         default=10.0,
         gt=0,

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from .broker_limits import add_limit_flags, limit_settings
-from .controller import add_auth_token_flags, auth_token
+from .controller import add_auth_token_flags, add_token_key_flags, auth_token, token_public_key
 from .store_flags import add_store_budget_flags
 from .timeout_flags import add_timeout_flags, timeouts
 
@@ -27,6 +27,7 @@ def _run_broker(args: argparse.Namespace) -> int:
     try:
         budget = store_budget(args.store, args.store_qps, args.store_burst)
         token = auth_token(args)
+        public_key = token_public_key(args)
         limits = limit_settings(args)
     except ValueError as error:
         print(f"stctl broker: {error}", file=sys.stderr)
@@ -42,6 +43,8 @@ def _run_broker(args: argparse.Namespace) -> int:
             broker_id=args.broker_id,
             sync=args.sync,
             auth_token=token,
+            token_public_key=public_key,
+            authenticate_metrics=args.authenticate_metrics,
             system_namespace=args.system_namespace,
             max_segments=args.max_segments,
             max_open_files=args.max_open_files,
@@ -124,7 +127,12 @@ def add_broker(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         default="batch",
         help="when the log fsyncs: batch (before acknowledging, the default), interval, none",
     )
-    add_auth_token_flags(broker, "require this token from clients and admin requests")
+    add_auth_token_flags(
+        broker,
+        "the cluster token: required of every request (or a client token, with "
+        "--token-public-key); whoever holds it may do everything",
+    )
+    add_token_key_flags(broker)
     add_timeout_flags(broker)
     broker.add_argument(
         "--system-namespace",

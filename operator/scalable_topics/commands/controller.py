@@ -101,6 +101,8 @@ def controller_config(args: argparse.Namespace) -> ControllerConfig:
         system_namespace=args.system_namespace,
         timing=timing,
         admin_token=auth_token(args),
+        token_public_key=token_public_key(args),
+        authenticate_metrics=args.authenticate_metrics,
         consumer_grace_period=args.consumer_grace_period,
         shards=args.shards,
         concurrent_passes=args.concurrent_passes,
@@ -122,6 +124,21 @@ def auth_token(args: argparse.Namespace) -> str | None:
     if not token:
         raise ValueError(f"--auth-token-file {path} is empty")
     return token
+
+
+def token_public_key(args: argparse.Namespace) -> Path | None:
+    """``--token-public-key``, checked to hold an Ed25519 key now, so that a wrong file is one
+    line at start; ValueError naming the file and the problem."""
+    from ..tokens import load_public_key
+
+    path: Path | None = getattr(args, "token_public_key", None)
+    if path is not None:
+        load_public_key(path)  # TokenKeyError is a ValueError
+    if path is not None and auth_token(args) is None:
+        raise ValueError(
+            "--token-public-key needs the cluster token (--auth-token or --auth-token-file)"
+        )
+    return path
 
 
 def listening(
@@ -165,6 +182,23 @@ def add_auth_token_flags(parser: argparse.ArgumentParser, help: str) -> None:
         metavar="FILE",
         help="read the --auth-token from FILE (a mounted Secret: a token on the command line "
         "shows in process listings)",
+    )
+
+
+def add_token_key_flags(parser: argparse.ArgumentParser) -> None:
+    """Client tokens (docs/authorization.md): how they are verified, and whether /metrics
+    asks for one."""
+    parser.add_argument(
+        "--token-public-key",
+        type=Path,
+        metavar="FILE",
+        help="verify client tokens with this Ed25519 public key (PEM, from stctl tokens "
+        "keygen); without it only the cluster token authenticates",
+    )
+    parser.add_argument(
+        "--authenticate-metrics",
+        action="store_true",
+        help="/metrics requires the cluster token or a token that may read every namespace",
     )
 
 
@@ -249,6 +283,7 @@ def add_controller_flags(
         parser,
         "the cluster token: sent to the brokers' admin API, required from brokers on --listen",
     )
+    add_token_key_flags(parser)
 
 
 def add_controller(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -15,6 +15,7 @@ import logging
 import socket
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import aiohttp
 
@@ -48,6 +49,10 @@ class ControllerConfig:
     system_namespace: str = "scalable-topics"
     timing: ElectionTiming = field(default_factory=ElectionTiming)
     admin_token: str | None = None
+    # Verifies client tokens on /metrics (with authenticate_metrics); brokers are the only
+    # other callers, with the cluster token.
+    token_public_key: Path | None = None
+    authenticate_metrics: bool = False
     # Where the endpoint for consumer sessions and exclusive producer grants listens (host,
     # port); None serves nothing.
     listen: tuple[str, int] | None = None
