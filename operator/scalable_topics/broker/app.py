@@ -15,9 +15,11 @@ from typing import Any
 
 from aiohttp import web
 
+from ..http_access import AUTHENTICATOR_KEY, METRICS_AUTHENTICATED_KEY, authentication
 from ..store import Store, open_store
 from ..store.informers import Informers
 from ..tasks import cancel_and_wait
+from ..tokens import Authenticator, load_public_key
 from ..websocket_upgrade import client_left_during_upgrade
 from .admin import REGISTRY_KEY, TOKEN_KEY, add_routes, admin_errors
 from .body_timeout import body_timeout
@@ -61,6 +63,7 @@ async def websocket(request: web.Request) -> web.StreamResponse:
         topic_watches=request.app[TOPIC_WATCHES_KEY],
         controller_links=request.app[CONTROLLER_LINKS_KEY],
         publish_counters=request.app[PUBLISH_COUNTERS_KEY],
+        authenticator=request.app[AUTHENTICATOR_KEY],
     )
     sessions = request.app[SESSIONS_KEY]
     sessions.add(session)
@@ -75,6 +78,12 @@ async def _close_sessions(app: web.Application) -> None:
     """On shutdown, before the handlers are cancelled: every client hears 1001 (going away)."""
     sessions: set[Session] = app[SESSIONS_KEY]
     await asyncio.gather(*(session.going_away() for session in list(sessions)))
+
+
+def authenticator(config: BrokerConfig) -> Authenticator:
+    """What the broker accepts: the cluster token, and client tokens when it has their key."""
+    key = None if config.token_public_key is None else load_public_key(config.token_public_key)
+    return Authenticator(config.auth_token, key)
 
 
 def runner_options(config: BrokerConfig) -> dict[str, Any]:
@@ -92,13 +101,17 @@ def build_app(
 ) -> web.Application:
     """The broker application; ``store`` defaults to opening ``config.store_url``, and
     ``informers`` (running ones, shared with a controller in the same process) to its own."""
-    app = web.Application(middlewares=[admin_errors, body_timeout(config.body_timeout)])
+    app = web.Application(
+        middlewares=[authentication, admin_errors, body_timeout(config.body_timeout)]
+    )
     app[CONFIG_KEY] = config
     app[SESSIONS_KEY] = set()
     app.on_shutdown.append(_close_sessions)
     app[PUBLISH_COUNTERS_KEY] = PublishCounters()
     if config.auth_token is not None:
         app[TOKEN_KEY] = config.auth_token
+    app[AUTHENTICATOR_KEY] = authenticator(config)
+    app[METRICS_AUTHENTICATED_KEY] = config.authenticate_metrics
 
     async def lifecycle(app: web.Application) -> AsyncIterator[None]:
         owned = store is None

@@ -15,13 +15,14 @@ import asyncio
 import contextlib
 import itertools
 import logging
+import time
 from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import WSMsgType, web
 
-from ..credentials import same_secret
+from ..model.authorization import OPEN_ACCESS, Action
 from ..model.position import Position
 from ..model.resources import subscription_name_problem
 from ..protocol import (
@@ -68,6 +69,7 @@ from ..protocol import (
     encode_frame,
     negotiate_version,
 )
+from ..tokens import Authenticated, Authenticator, TokenRefused
 from ..ws_watchdog import Watchdog
 from .config import BrokerConfig
 from .consumer_relay import ConsumerRelay
@@ -152,9 +154,13 @@ class Session:
         topic_watches: TopicWatchHub,
         controller_links: ControllerLinks,
         publish_counters: PublishCounters | None = None,
+        authenticator: Authenticator | None = None,
     ) -> None:
         self._ws = ws
         self._config = config
+        self._authenticator = authenticator or Authenticator(config.auth_token)
+        self._authenticated = Authenticated(OPEN_ACCESS, None)  # replaced at Connect
+        self._expiry: asyncio.TimerHandle | None = None
         self._registry = registry
         self._version: int | None = None
         self._producers: dict[int, _Producer] = {}
@@ -254,7 +260,29 @@ class Session:
             )
         return None
 
+    def _authorize(self, command: Command) -> None:
+        """Refuse a command that opens something on a topic the principal may not use."""
+        asked = _topic_action(command)
+        if asked is None:
+            return
+        action, topic = asked
+        if self._authenticated.expired():
+            raise _RequestFailed(ErrorCode.AUTHENTICATION_FAILED, "the token has expired")
+        namespace, _ = split_topic(topic)
+        refusal = self._authenticated.principal.refusal(action, namespace)
+        if refusal is not None:
+            raise _RequestFailed(ErrorCode.NOT_AUTHORIZED, refusal)
+
+    def _spawn_expiry(self) -> None:
+        self._expiry = None
+        self._spawn(self._token_expired())
+
+    async def _token_expired(self) -> None:
+        await self.send(Error(None, ErrorCode.AUTHENTICATION_FAILED, "the token has expired"))
+        await self._ws.close(code=CloseCode.POLICY_VIOLATION, message=b"the token has expired")
+
     async def _dispatch(self, command: Command) -> None:
+        self._authorize(command)
         match command:
             case Connect():
                 await self._connect(command)
@@ -335,13 +363,10 @@ class Session:
             raise _RequestFailed(
                 ErrorCode.UNEXPECTED_COMMAND, "the connection is already established"
             )
-        expected = self._config.auth_token
-        if expected is not None and not (
-            command.auth_token is not None and same_secret(command.auth_token, expected)
-        ):
-            raise _RequestFailed(
-                ErrorCode.AUTHENTICATION_FAILED, "the auth token is missing or wrong"
-            )
+        try:
+            authenticated = self._authenticator.authenticate(command.auth_token)
+        except TokenRefused as error:
+            raise _RequestFailed(ErrorCode.AUTHENTICATION_FAILED, str(error)) from None
         version = negotiate_version(command.protocol_versions)
         if version is None:
             raise _RequestFailed(
@@ -350,6 +375,12 @@ class Session:
                 f"the client offered {list(command.protocol_versions)}",
             )
         self._version = version
+        self._authenticated = authenticated
+        if authenticated.expires_at is not None:
+            # A connection lives no longer than its token: the client reconnects with a new one.
+            loop = asyncio.get_running_loop()
+            delay = max(0.0, authenticated.expires_at - time.time())
+            self._expiry = loop.call_later(delay, self._spawn_expiry)
         self._watchdog.connected()
         await self.send(
             Connected(
@@ -739,6 +770,8 @@ class Session:
         """The connection ended: producers close, consumers leave (their pending messages go
         back for redelivery), requests in flight are abandoned."""
         self._closing = True
+        if self._expiry is not None:
+            self._expiry.cancel()
         for task in list(self._opening.values()):
             task.cancel()
         for producer in list(self._producers.values()):
@@ -760,6 +793,18 @@ class Session:
             # and a holder's grant stay with their controllers for the grace period.
             with contextlib.suppress(Exception):
                 await self._links.close()
+
+
+def _topic_action(command: Command) -> tuple[Action, str] | None:
+    """What a command that opens something on a topic asks of the principal, and the topic."""
+    match command:
+        case ProducerOpen(topic=topic) | AcquireExclusive(topic=topic):
+            return Action.PRODUCE, topic
+        case Subscribe(topic=topic) | RegisterConsumer(topic=topic):
+            return Action.CONSUME, topic
+        case WatchTopic(topic=topic):
+            return Action.READ, topic
+    return None  # acts on what this connection opened, or on nothing
 
 
 def _request_id(command: Command) -> int | None:

@@ -6,7 +6,8 @@ Every broker serves it from the store it already reads, so any broker will do:
 ``.../merge`` ask the topic's controller and wait for its answer, ``.../stats`` aggregates the
 segments' stats from their brokers. docs/admin-api.md lists the routes and answers.
 
-The ``admin_errors`` middleware of the segment admin API checks the token on these routes too.
+The ``admin_errors`` middleware authenticates every request (access.py); each route names the
+action it needs on the topic's namespace (model/authorization.py).
 Refusals are ``{"code": ..., "message": ...}`` with the wire protocol's error codes, plus three
 codes that only this API answers with: ``AlreadyExists`` (409), ``OperationInProgress`` (409,
 with the ``operation`` that holds the topic) and ``Timeout`` (504).
@@ -48,6 +49,8 @@ from ..admin.topics import (
     topic_manifest,
     validation_message,
 )
+from ..http_access import PRINCIPAL_KEY, Refusal, refusal_response, require
+from ..model.authorization import Action
 from ..model.errors import CorruptLayout, LayoutError
 from ..model.layout import ChangeKind
 from ..model.resources import OperationResult
@@ -112,13 +115,19 @@ def _refusal(status: int, code: str, message: str, **extra: Any) -> web.Response
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
-def _answering(handler: Handler) -> Handler:
-    """Turn what the admin functions raise into the API's refusals."""
+def _answering(handler: Handler, action: Action) -> Handler:
+    """Check that the principal may ``action`` in the route's namespace, and turn what the
+    admin functions raise into the API's refusals."""
 
     @functools.wraps(handler)
     async def answer(request: web.Request) -> web.StreamResponse:
         try:
+            namespace = request.match_info.get("namespace") or request.query.get("namespace")
+            if namespace:
+                require(request, action, namespace)
             return await handler(request)
+        except Refusal as refusal:
+            return refusal_response(refusal)
         except _Refused as refused:
             return _refusal(refused.status, refused.code, str(refused), **refused.extra)
         except SubscriptionNotFound as error:
@@ -161,7 +170,10 @@ def _topic(request: web.Request) -> tuple[Store, str, str]:
 async def list_topics_handler(request: web.Request) -> web.Response:
     namespace = request.query.get("namespace") or None
     summaries = await list_topics(request.app[STORE_KEY], namespace)
-    return web.json_response([s.to_dict() for s in summaries])
+    # Of every namespace: those the principal may read (with a namespace, _answering checked).
+    principal = request[PRINCIPAL_KEY]
+    readable = [s for s in summaries if principal.may(Action.READ, s.namespace)]
+    return web.json_response([s.to_dict() for s in readable])
 
 
 async def create_topic_handler(request: web.Request) -> web.Response:
@@ -274,17 +286,18 @@ def add_topic_routes(app: web.Application) -> None:
     base = "/admin/v1/topics"
     one = base + "/{namespace}/{name}"
     subscription = one + "/subscriptions/{subscription}"
-    routes: list[tuple[str, str, Handler]] = [
-        ("GET", base, list_topics_handler),
-        ("PUT", one, create_topic_handler),
-        ("GET", one, describe_topic_handler),
-        ("DELETE", one, delete_topic_handler),
-        ("GET", one + "/subscriptions", list_subscriptions_handler),
-        ("PUT", subscription, create_subscription_handler),
-        ("DELETE", subscription, delete_subscription_handler),
-        ("POST", one + "/split", split_handler),
-        ("POST", one + "/merge", merge_handler),
-        ("GET", one + "/stats", stats_handler),
+    # Reading needs any role on the namespace; changing topics and subscriptions needs admin.
+    routes: list[tuple[str, str, Handler, Action]] = [
+        ("GET", base, list_topics_handler, Action.READ),
+        ("PUT", one, create_topic_handler, Action.ADMIN),
+        ("GET", one, describe_topic_handler, Action.READ),
+        ("DELETE", one, delete_topic_handler, Action.ADMIN),
+        ("GET", one + "/subscriptions", list_subscriptions_handler, Action.READ),
+        ("PUT", subscription, create_subscription_handler, Action.ADMIN),
+        ("DELETE", subscription, delete_subscription_handler, Action.ADMIN),
+        ("POST", one + "/split", split_handler, Action.ADMIN),
+        ("POST", one + "/merge", merge_handler, Action.ADMIN),
+        ("GET", one + "/stats", stats_handler, Action.READ),
     ]
-    for method, path, handler in routes:
-        app.router.add_route(method, path, _answering(handler))
+    for method, path, handler, action in routes:
+        app.router.add_route(method, path, _answering(handler, action))

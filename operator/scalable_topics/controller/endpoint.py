@@ -34,6 +34,7 @@ from typing import Any, NoReturn
 from aiohttp import WSMsgType, web
 
 from ..credentials import same_secret
+from ..http_access import AUTHENTICATOR_KEY, METRICS_AUTHENTICATED_KEY, authentication
 from ..protocol import (
     DEFAULT_MAX_FRAME_BYTES,
     DEFAULT_MAX_MESSAGE_BYTES,
@@ -62,6 +63,7 @@ from ..protocol import (
 )
 from ..store.informers import Informers
 from ..tasks import cancel_and_wait
+from ..tokens import Authenticator
 from ..websocket_upgrade import client_left_during_upgrade
 from ..ws_watchdog import Watchdog
 from .consumers import ConsumerCoordinators, ConsumerRefused, Grant, TopicConsumers
@@ -101,11 +103,16 @@ def build_endpoint_app(
     token: str | None = None,
     grants: ProducerGrantCoordinators | None = None,
     metrics: ControllerMetrics | None = None,
+    metrics_authenticator: Authenticator | None = None,
 ) -> web.Application:
     """The endpoint as an aiohttp application: the protocol on ``/ws``, ``/healthz`` (the
     process answers), ``/readyz`` (its caches follow the store) and, with ``metrics``,
-    ``/metrics``. Without ``grants`` it refuses exclusive producer requests."""
-    app = web.Application()
+    ``/metrics``, which requires credentials with ``metrics_authenticator``. Without
+    ``grants`` it refuses exclusive producer requests."""
+    app = web.Application(middlewares=[authentication])
+    if metrics_authenticator is not None:
+        app[AUTHENTICATOR_KEY] = metrics_authenticator
+        app[METRICS_AUTHENTICATED_KEY] = True
     app[COORDINATORS_KEY] = coordinators
     if grants is not None:
         app[GRANTS_KEY] = grants
@@ -486,11 +493,14 @@ async def serving_endpoint(
     metrics: ControllerMetrics | None = None,
     *,
     sock: socket.socket | None = None,
+    metrics_authenticator: Authenticator | None = None,
 ) -> AsyncIterator[None]:
     """Listen on ``host:port`` (on ``sock`` when given, bound there already) while the context
     is open."""
     runner = web.AppRunner(
-        build_endpoint_app(coordinators, informers, identity, token, grants, metrics)
+        build_endpoint_app(
+            coordinators, informers, identity, token, grants, metrics, metrics_authenticator
+        )
     )
     await runner.setup()
     try:

@@ -26,6 +26,7 @@ from ..model.resources import CONTROLLER_ENDPOINT_ANNOTATION as ENDPOINT_ANNOTAT
 from ..store import Store
 from ..store.informer import Change
 from ..store.informers import Informers
+from ..tokens import Authenticator, load_public_key
 from .consumers import ConsumerCoordinators
 from .endpoint import serving_endpoint
 from .leader import ElectionTiming
@@ -80,6 +81,14 @@ class ControllerConfig:
             raise ValueError(
                 f"the broker delete timeout must be positive, not {self.broker_delete_timeout}s"
             )
+
+
+def _metrics_authenticator(config: ControllerConfig) -> Authenticator | None:
+    """Who may read /metrics, with --authenticate-metrics (and credentials to check)."""
+    if not config.authenticate_metrics:
+        return None
+    key = None if config.token_public_key is None else load_public_key(config.token_public_key)
+    return Authenticator(config.admin_token, key)
 
 
 class ControllerManager:
@@ -207,6 +216,7 @@ class ControllerManager:
             grants,
             self.metrics,
             sock=config.listen_socket,
+            metrics_authenticator=_metrics_authenticator(config),
         )
 
     # -- shards and topics ----------------------------------------------------------------------
