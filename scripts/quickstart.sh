@@ -22,6 +22,8 @@ for _ in $(seq 1 300); do
     sleep 0.1
 done
 head -n 3 "${DATA_DIR}/standalone.out"
+# Standalone requires a token everywhere; DIR/admin.token may administer every namespace.
+export STCTL_AUTH_TOKEN="$(cat "${DATA_DIR}/admin.token")"
 
 step stctl topics create orders --segments 2 --subscription billing:Stream --subscription audit
 step stctl produce orders --key-separator=: \

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import os
 import signal
@@ -34,6 +35,7 @@ class Standalone:
     process: asyncio.subprocess.Process
     url: str
     output: list[str]
+    token: str  # DIR/admin.token: admin of every namespace
 
     async def stop(self) -> int:
         self.process.send_signal(signal.SIGTERM)
@@ -75,7 +77,8 @@ async def standalone(data_dir: Path, *extra: str, port: int = 0) -> AsyncIterato
                     break
         [serving] = [line for line in output if line.startswith("stctl standalone: serving ")]
         url = serving.split("serving ", 1)[1].strip()
-        yield Standalone(process, url, output)
+        token = (data_dir / "admin.token").read_text().strip()
+        yield Standalone(process, url, output, token)
     finally:
         if process.returncode is None:
             process.kill()
@@ -91,8 +94,8 @@ async def topic_layout_epoch(admin: Admin, topic: str) -> int:
             await asyncio.sleep(0.05)
 
 
-async def produce_one(broker_url: str, topic: str, segment_id: int) -> None:
-    client = await WireClient.connect(broker_url.replace("ws://", "http://", 1))
+async def produce_one(broker_url: str, token: str, topic: str, segment_id: int) -> None:
+    client = await WireClient.connect(broker_url.replace("ws://", "http://", 1), token)
     try:
         await client.open_producer(1, topic, segment_id)
         await client.send(1, 0, BatchMessage(b"kept until consumed", "key"))
@@ -105,7 +108,7 @@ async def test_standalone_serves_topics_and_resumes_them(tmp_path: Path) -> None
         port = int(running.url.rpartition(":")[2])
         assert running.url == f"ws://127.0.0.1:{port}" and port != 0
         assert any("stctl topics create" in line for line in running.output)
-        async with Admin(running.url) as admin:
+        async with Admin(running.url, running.token) as admin:
             await admin.create_topic("orders", 1, [("billing", "Stream")])
             assert await topic_layout_epoch(admin, "orders") == 0
             [summary] = await admin.list_topics()
@@ -117,7 +120,7 @@ async def test_standalone_serves_topics_and_resumes_them(tmp_path: Path) -> None
             assert described["controller"] is not None
 
             # A message nobody consumed keeps the sealed parent in the DAG after the split.
-            await produce_one(running.url, "default/orders", 0)
+            await produce_one(running.url, running.token, "default/orders", 0)
             operation = await admin.split("orders", 0)
             assert (operation["result"], operation["childIds"]) == ("Succeeded", [1, 2])
             described = await admin.describe_topic("orders")
@@ -137,7 +140,7 @@ async def test_standalone_serves_topics_and_resumes_them(tmp_path: Path) -> None
         assert await running.stop() == 0
 
     # Segments are placed on a broker's URL: the same data is served again on the same port.
-    async with standalone(tmp_path, port=port) as again, Admin(again.url) as admin:
+    async with standalone(tmp_path, port=port) as again, Admin(again.url, again.token) as admin:
         assert [t["name"] for t in await admin.list_topics()] == ["kept"]
         described = await admin.describe_topic("kept")
         assert [(s["id"], s["state"]) for s in described["segments"]] == [
@@ -251,7 +254,7 @@ async def test_a_second_standalone_on_the_same_directory_is_refused(tmp_path: Pa
             "standalone\n",
         )
         assert (tmp_path / "kubeconfig").read_text() == kubeconfig
-        async with Admin(running.url) as admin:
+        async with Admin(running.url, running.token) as admin:
             assert await admin.list_topics() == []  # the first one still serves
         assert await running.stop() == 0
 
@@ -259,13 +262,14 @@ async def test_a_second_standalone_on_the_same_directory_is_refused(tmp_path: Pa
 # -- stctl against a standalone system ----------------------------------------------------------
 
 
-async def stctl(url: str, *args: str) -> tuple[int, str, str]:
+async def stctl(running: Standalone, *args: str) -> tuple[int, str, str]:
+    """``stctl`` against ``running``, with its admin token."""
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
         "scalable_topics.cli",
         *args,
-        env={**os.environ, "STCTL_URL": url},
+        env={**os.environ, "STCTL_URL": running.url, "STCTL_AUTH_TOKEN": running.token},
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )
@@ -279,7 +283,7 @@ async def test_stctl_topic_and_subscription_commands(tmp_path: Path) -> None:
     async with standalone(tmp_path) as running:
         url = running.url
         code, out, err = await stctl(
-            url,
+            running,
             "topics",
             "create",
             "orders",
@@ -296,18 +300,18 @@ async def test_stctl_topic_and_subscription_commands(tmp_path: Path) -> None:
         assert out == (
             "topic default/orders created: 2 segments, subscriptions billing:Stream, audit:Queue\n"
         )
-        code, _, err = await stctl(url, "topics", "create", "orders")
+        code, _, err = await stctl(running, "topics", "create", "orders")
         assert code == 1
         assert err == "stctl topics create: topic default/orders already exists\n"
-        code, _, err = await stctl(url, "topics", "create", "other", "--segments", "0")
+        code, _, err = await stctl(running, "topics", "create", "other", "--segments", "0")
         assert code == 1 and "spec.initialSegments" in err and err.count("\n") == 1
-        code, _, err = await stctl(url, "topics", "create", "x", "--subscription", ":Queue")
+        code, _, err = await stctl(running, "topics", "create", "x", "--subscription", ":Queue")
         assert code == 2 and "NAME:TYPE" in err
 
-        async with Admin(url) as admin:
+        async with Admin(url, running.token) as admin:
             await topic_layout_epoch(admin, "orders")
 
-        code, out, _ = await stctl(url, "topics", "list")
+        code, out, _ = await stctl(running, "topics", "list")
         assert code == 0
         header, row = out.splitlines()
         assert header.split() == [
@@ -321,38 +325,38 @@ async def test_stctl_topic_and_subscription_commands(tmp_path: Path) -> None:
             "CONTROLLER",
         ]
         assert row.split()[:7] == ["default", "orders", "Ready", "0", "2", "0", "billing,audit"]
-        code, out, _ = await stctl(url, "topics", "list", "-o", "json")
+        code, out, _ = await stctl(running, "topics", "list", "-o", "json")
         assert [t["name"] for t in json.loads(out)] == ["orders"]
-        code, out, _ = await stctl(url, "topics", "list", "-n", "empty")
+        code, out, _ = await stctl(running, "topics", "list", "-n", "empty")
         assert (code, out) == (0, "no topics in namespace empty\n")
 
-        code, out, _ = await stctl(url, "topics", "describe", "orders")
+        code, out, _ = await stctl(running, "topics", "describe", "orders")
         assert code == 0
         assert "Topic:           default/orders" in out
         assert "Epoch:           0" in out
         assert "Properties:      tier=gold" in out
         segment_rows = [line.split() for line in out.splitlines() if line.startswith("  0 ")]
         assert segment_rows == [["0", "0000-7fff", "Active", "-", "-", url]]
-        code, out, _ = await stctl(url, "topics", "describe", "orders", "-o", "json")
+        code, out, _ = await stctl(running, "topics", "describe", "orders", "-o", "json")
         described = json.loads(out)
         assert [s["range"] for s in described["segments"]] == ["0000-7fff", "8000-ffff"]
 
         code, out, err = await stctl(
-            url, "subscriptions", "create", "orders", "late", "--type", "Checkpoint"
+            running, "subscriptions", "create", "orders", "late", "--type", "Checkpoint"
         )
         assert (code, err) == (0, "")
-        code, _, err = await stctl(url, "subscriptions", "create", "orders", "late")
+        code, _, err = await stctl(running, "subscriptions", "create", "orders", "late")
         assert (code, err) == (
             1,
             "stctl subscriptions create: topic default/orders already has a subscription 'late'\n",
         )
-        code, out, _ = await stctl(url, "subscriptions", "list", "orders", "-o", "json")
+        code, out, _ = await stctl(running, "subscriptions", "list", "orders", "-o", "json")
         assert [(s["name"], s["type"]) for s in json.loads(out)] == [
             ("audit", "Queue"),
             ("billing", "Stream"),
             ("late", "Checkpoint"),
         ]
-        code, out, _ = await stctl(url, "subscriptions", "list", "orders")
+        code, out, _ = await stctl(running, "subscriptions", "list", "orders")
         assert out.splitlines()[0].split() == [
             "NAME",
             "TYPE",
@@ -363,49 +367,88 @@ async def test_stctl_topic_and_subscription_commands(tmp_path: Path) -> None:
             "CONSUMERS",
         ]
         assert [line.split()[0] for line in out.splitlines()[1:]] == ["audit", "billing", "late"]
-        code, out, _ = await stctl(url, "subscriptions", "delete", "orders", "late", "-o", "json")
+        code, out, _ = await stctl(
+            running, "subscriptions", "delete", "orders", "late", "-o", "json"
+        )
         assert (code, json.loads(out)) == (0, {"name": "late", "deleted": True})
-        code, _, err = await stctl(url, "subscriptions", "delete", "orders", "late")
+        code, _, err = await stctl(running, "subscriptions", "delete", "orders", "late")
         assert (code, err) == (
             1,
             "stctl subscriptions delete: topic default/orders has no subscription 'late'\n",
         )
-        code, _, err = await stctl(url, "subscriptions", "delete", "orders")
+        code, _, err = await stctl(running, "subscriptions", "delete", "orders")
         assert code == 2 and "SUBSCRIPTION" in err
 
         # A subscription a consumer made: listed as runtime, deleted from every segment.
-        code, _, err = await stctl(url, "produce", "default/orders", "-m", "one")
+        code, _, err = await stctl(running, "produce", "default/orders", "-m", "one")
         assert (code, err) == (0, "")
         code, out, err = await stctl(
-            url, "consume", "orders", "-n", "default", "-s", "adhoc", "-c", "1"
+            running, "consume", "orders", "-n", "default", "-s", "adhoc", "-c", "1"
         )
         assert (code, err) == (0, "") and out.endswith(" key=- one\n")
-        code, out, _ = await stctl(url, "subscriptions", "list", "default/orders", "-o", "json")
+        code, out, _ = await stctl(running, "subscriptions", "list", "default/orders", "-o", "json")
         [adhoc] = [s for s in json.loads(out) if s["name"] == "adhoc"]
         # No consumer is attached any more: the brokers no longer know its type.
         assert (adhoc["declared"], adhoc["type"], adhoc["segments"]) == (False, None, [0, 1])
-        code, out, _ = await stctl(url, "subscriptions", "list", "orders")
+        code, out, _ = await stctl(running, "subscriptions", "list", "orders")
         [row] = [line for line in out.splitlines() if line.startswith("adhoc ")]
         assert "no (runtime)" in row
-        code, out, err = await stctl(url, "subscriptions", "delete", "orders", "adhoc")
+        code, out, err = await stctl(running, "subscriptions", "delete", "orders", "adhoc")
         assert (code, out, err) == (0, "subscription adhoc removed from topic default/orders\n", "")
-        code, out, _ = await stctl(url, "subscriptions", "list", "orders", "-o", "json")
+        code, out, _ = await stctl(running, "subscriptions", "list", "orders", "-o", "json")
         assert "adhoc" not in [s["name"] for s in json.loads(out)]
 
-        code, out, _ = await stctl(url, "topics", "delete", "orders")
+        code, out, _ = await stctl(running, "topics", "delete", "orders")
         assert (code, out) == (0, "topic default/orders is being deleted\n")
         async with asyncio.timeout(30):
-            while (await stctl(url, "topics", "describe", "orders"))[0] != 1:
+            while (await stctl(running, "topics", "describe", "orders"))[0] != 1:
                 await asyncio.sleep(0.1)
-        code, _, err = await stctl(url, "topics", "describe", "orders")
+        code, _, err = await stctl(running, "topics", "describe", "orders")
         assert (code, err) == (1, "stctl topics describe: topic default/orders not found\n")
-        code, _, err = await stctl(url, "topics", "delete", "orders", "-o", "json")
+        code, _, err = await stctl(running, "topics", "delete", "orders", "-o", "json")
         assert (code, err) == (1, "stctl topics delete: topic default/orders not found\n")
-        code, _, err = await stctl(url, "topics", "describe", "orders", "-o", "yaml")
+        code, _, err = await stctl(running, "topics", "describe", "orders", "-o", "yaml")
         assert code == 2 and "invalid choice" in err
         assert await running.stop() == 0
 
-    code, _, err = await stctl(url, "topics", "list")
+    code, _, err = await stctl(running, "topics", "list")
     assert code == 1
     assert err.startswith(f"stctl topics list: cannot connect to {url}: connection refused")
     assert "stctl standalone" in err and err.count("\n") == 1
+
+
+async def test_standalone_requires_credentials_and_keeps_its_key(tmp_path: Path) -> None:
+    """Every surface asks for a token; DIR holds the cluster token, the token key and an admin
+    token (owner-only), and tokens issued with DIR's key stay valid after a restart."""
+    async with standalone(tmp_path) as running:
+        for name in ("cluster.token", "token-key.pem", "admin.token"):
+            assert (tmp_path / name).stat().st_mode & 0o777 == 0o600, name
+        anonymous = dataclasses.replace(running, token="")
+        code, _, err = await stctl(anonymous, "topics", "list")
+        assert code == 1
+        assert err.startswith("stctl topics list: ") and "credentials are required" in err
+        code, token, _ = await stctl(
+            running,
+            "tokens",
+            "create",
+            "--key",
+            str(tmp_path / "token-key.pem"),
+            "--subject",
+            "reader",
+            "--grant",
+            "consume:team-a",
+            "--expires-in",
+            "1h",
+        )
+        assert code == 0
+        reader = dataclasses.replace(running, token=token.strip())
+        code, _, err = await stctl(reader, "topics", "create", "orders")
+        assert (code, err) == (
+            1,
+            "stctl topics create: reader may not admin in namespace 'default'\n",
+        )
+        assert await running.stop() == 0
+    async with standalone(tmp_path) as again:
+        reader = dataclasses.replace(again, token=token.strip())
+        code, _, err = await stctl(reader, "topics", "list", "-n", "team-a")
+        assert (code, err) == (0, "")

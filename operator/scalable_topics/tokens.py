@@ -59,10 +59,14 @@ def generate_key() -> tuple[bytes, bytes]:
         serialization.PrivateFormat.PKCS8,
         serialization.NoEncryption(),
     )
-    public_pem = private.public_key().public_bytes(
+    return private_pem, public_pem(private)
+
+
+def public_pem(key: Ed25519PrivateKey) -> bytes:
+    """The public half of ``key``, as PEM."""
+    return key.public_key().public_bytes(
         serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
     )
-    return private_pem, public_pem
 
 
 def load_private_key(path: Path) -> Ed25519PrivateKey:

@@ -20,7 +20,7 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -51,6 +51,7 @@ class ChildBroker:
     timeouts: Mapping[str, float] = field(default_factory=dict)  # --handshake-timeout...
     # BrokerConfig limits set on the command line (broker_limits.py); the rest default.
     limits: Mapping[str, int] = field(default_factory=dict)
+    credentials: Sequence[str] = ()  # --auth-token-file FILE --token-public-key FILE...
 
     def argv(self, port: int) -> list[str]:
         """The command line of a run on ``port`` (the child's own, or the one it reported)."""
@@ -79,6 +80,7 @@ class ChildBroker:
             *flags,
             *timeout_argv(self.timeouts),
             *limit_argv(dict(self.limits)),
+            *self.credentials,
         ]
 
 

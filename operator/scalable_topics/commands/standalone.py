@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import logging
 import signal
 from pathlib import Path
@@ -20,10 +21,12 @@ COMMAND = "stctl standalone"
 LOCK_FILE = "standalone.lock"  # in the data directory, flocked while a standalone runs there
 
 
-def _hint(service_url: str, default_url: str) -> str:
+def _hint(service_url: str, default_url: str, admin_token: Path) -> str:
     url = "" if service_url == default_url else f" --url {service_url}"
     return "\n".join(
         [
+            f"Every request needs a token; {admin_token} may administer every namespace:",
+            f'  export STCTL_AUTH_TOKEN="$(cat {admin_token})"',
             "Try:",
             f"  stctl topics create orders --segments 2 --subscription billing:Stream{url}",
             f"  stctl produce orders -m hello -m world{url}",
@@ -40,6 +43,7 @@ def _run_standalone(args: argparse.Namespace) -> int:
     from .broker_limits import limit_settings
     from .output import fail
     from .server_checks import data_directory_problem
+    from .standalone_credentials import prepare_credentials
     from .standalone_system import StandaloneSettings
     from .store_flags import store_budget
 
@@ -83,6 +87,7 @@ def _run_standalone(args: argparse.Namespace) -> int:
         kube_api_port=kube_api_port,
         timeouts=timeouts(args),
         broker_limits=broker_limits,
+        authenticate_metrics=args.authenticate_metrics,
     )
     problem = data_directory_problem(settings.data_dir) or data_directory_problem(settings.log_dir)
     if problem is not None:
@@ -97,7 +102,11 @@ def _run_standalone(args: argparse.Namespace) -> int:
             COMMAND, f"the data directory {settings.data_dir} is in use by another stctl standalone"
         )
     try:
-        return _serve(settings)
+        try:
+            credentials = prepare_credentials(settings.data_dir)
+        except (OSError, ValueError) as error:
+            return fail(COMMAND, f"cannot prepare the credentials in {settings.data_dir}: {error}")
+        return _serve(dataclasses.replace(settings, credentials=credentials))
     finally:
         lock.release()
 
@@ -142,7 +151,9 @@ def _serve(settings: StandaloneSettings) -> int:
                     f"KUBECONFIG={settings.kubeconfig} kubectl get scalabletopics",
                     flush=True,
                 )
-            print(_hint(system.service_url, DEFAULT_URL), flush=True)
+            assert settings.credentials is not None
+            hint = _hint(system.service_url, DEFAULT_URL, settings.credentials.admin_token_file)
+            print(hint, flush=True)
             controller_stopped = loop.create_task(system.wait_for_controller())
             await asyncio.wait(
                 {stop_asked, controller_stopped}, return_when=asyncio.FIRST_COMPLETED
@@ -200,6 +211,12 @@ def add_standalone(commands: argparse._SubParsersAction[argparse.ArgumentParser]
     )
     standalone.add_argument(
         "--no-kube-api", action="store_true", help="do not serve the Kubernetes API"
+    )
+    standalone.add_argument(
+        "--authenticate-metrics",
+        action="store_true",
+        help="/metrics of every broker and the controller requires DIR/cluster.token or a "
+        "token that may read every namespace",
     )
     add_store_budget_flags(standalone)
     add_timeout_flags(standalone)

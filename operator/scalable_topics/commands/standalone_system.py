@@ -11,6 +11,8 @@ lives under the data directory, so running it again there resumes the same topic
     DIR/logs/                   standalone.log (this process) and broker-<i>.log (children)
     DIR/kubeconfig              points kubectl at the Kubernetes API this process serves
     DIR/kube-api.token          the bearer token that kubeconfig carries (mode 0600)
+    DIR/cluster.token, DIR/token-key.pem, DIR/token-key.pub.pem, DIR/admin.token
+                                the credentials (standalone_credentials.py)
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import socket
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 from aiohttp import web
@@ -38,6 +41,7 @@ from ..store import BudgetSettings, Store, open_store
 from ..store.informers import Informers
 from ..tasks import cancel_all
 from .broker_children import ChildBroker, SupervisedBroker
+from .standalone_credentials import StandaloneCredentials
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +70,9 @@ class StandaloneSettings:
     timeouts: Mapping[str, float] = field(default_factory=dict)
     # Every broker's client limits set on the command line (broker_limits.py).
     broker_limits: Mapping[str, int] = field(default_factory=dict)
+    # What every broker and the controller require; None: anyone may do anything.
+    credentials: StandaloneCredentials | None = None
+    authenticate_metrics: bool = False
 
     @property
     def kubeconfig(self) -> Path:
@@ -114,6 +121,32 @@ def _check_free(host: str, port: int, what: str) -> None:
             ) from None
 
 
+def _child_credentials(settings: StandaloneSettings) -> list[str]:
+    """The flags that give a child broker the system's credentials (files, never the token
+    itself on a command line)."""
+    credentials = settings.credentials
+    if credentials is None:
+        return []
+    flags = [
+        "--auth-token-file",
+        str(credentials.cluster_token_file),
+        "--token-public-key",
+        str(credentials.public_key_file),
+    ]
+    return [*flags, "--authenticate-metrics"] if settings.authenticate_metrics else flags
+
+
+def _auth_settings(settings: StandaloneSettings) -> dict[str, Any]:
+    """The BrokerConfig (and ControllerConfig) fields of the system's credentials."""
+    credentials = settings.credentials
+    if credentials is None:
+        return {}
+    return {
+        "token_public_key": credentials.public_key_file,
+        "authenticate_metrics": settings.authenticate_metrics,
+    }
+
+
 class StandaloneSystem:
     def __init__(self, settings: StandaloneSettings) -> None:
         self.settings = settings
@@ -130,6 +163,7 @@ class StandaloneSystem:
                     store_budget=settings.store_budget,
                     timeouts=settings.timeouts,
                     limits=settings.broker_limits,
+                    credentials=_child_credentials(settings),
                 )
             )
             for index in range(1, settings.brokers)
@@ -192,6 +226,7 @@ class StandaloneSystem:
         )
 
     async def _start_controller(self, store: Store, informers: Informers) -> None:
+        settings = self.settings
         sock = self._listen("127.0.0.1", self.settings.controller_port)
         port = self.controller_port = bound_address(sock)[1]
         config = ControllerConfig(
@@ -201,6 +236,10 @@ class StandaloneSystem:
             timing=STANDALONE_TIMING,
             listen=("127.0.0.1", port),
             listen_socket=sock,
+            admin_token=None
+            if settings.credentials is None
+            else settings.credentials.cluster_token,
+            **_auth_settings(settings),
         )
         self._controller = asyncio.get_running_loop().create_task(
             ControllerManager(store, config, informers=informers).run(), name="controller"
@@ -217,8 +256,10 @@ class StandaloneSystem:
             port=self._broker_port,
             broker_id=settings.broker_id(0),
             system_namespace=SYSTEM_NAMESPACE,
+            auth_token=None if settings.credentials is None else settings.credentials.cluster_token,
             **settings.timeouts,
             **settings.broker_limits,
+            **_auth_settings(settings),
         )
         config.data_dir.mkdir(parents=True, exist_ok=True)
         self._runner = web.AppRunner(build_app(config, store, informers), **runner_options(config))
