@@ -421,7 +421,7 @@ async def test_standalone_requires_credentials_and_keeps_its_key(tmp_path: Path)
     """Every surface asks for a token; DIR holds the cluster token, the token key and an admin
     token (owner-only), and tokens issued with DIR's key stay valid after a restart."""
     async with standalone(tmp_path) as running:
-        for name in ("cluster.token", "token-key.pem", "admin.token"):
+        for name in ("cluster.token", "token.key", "admin.token"):
             assert (tmp_path / name).stat().st_mode & 0o777 == 0o600, name
         anonymous = dataclasses.replace(running, token="")
         code, _, err = await stctl(anonymous, "topics", "list")
@@ -432,7 +432,7 @@ async def test_standalone_requires_credentials_and_keeps_its_key(tmp_path: Path)
             "tokens",
             "create",
             "--key",
-            str(tmp_path / "token-key.pem"),
+            str(tmp_path / "token.key"),
             "--subject",
             "reader",
             "--grant",

@@ -1,12 +1,14 @@
 """The credentials of a standalone system, kept in its data directory.
 
-    DIR/cluster.token       the control plane's token: the controller and every broker (0600)
-    DIR/token-key.pem       the private key that signs client tokens (0600)
-    DIR/token-key.pub.pem   its public half, with which the brokers verify client tokens
-    DIR/admin.token         a client token granting admin on every namespace (0600)
+    DIR/cluster.token   the control plane's token: the controller and every broker (0600)
+    DIR/token.key       the private key that signs client tokens (0600)
+    DIR/token.pub       its public half, with which the brokers verify client tokens
+    DIR/admin.token     a client token granting admin on every namespace (0600)
+
+(``stctl tokens keygen`` names a key pair the same way.)
 
 The cluster token and the key are created on the first start and kept, so tokens issued with
-``stctl tokens create --key DIR/token-key.pem`` stay valid across restarts. The admin token is
+``stctl tokens create --key DIR/token.key`` stay valid across restarts. The admin token is
 issued again at every start, valid for ADMIN_TOKEN_DAYS, so a standalone in use never sees it
 expire.
 """
@@ -36,8 +38,8 @@ class StandaloneCredentials:
 def prepare_credentials(data_dir: Path) -> StandaloneCredentials:
     """Create what is missing and issue the admin token; OSError or TokenKeyError (a
     ValueError) naming the file that cannot be written or read."""
-    private_path = data_dir / "token-key.pem"
-    public_path = data_dir / "token-key.pub.pem"
+    private_path = data_dir / "token.key"
+    public_path = data_dir / "token.pub"
     if not private_path.exists():
         write_replacing(private_path, generate_key()[0], 0o600)
     key = load_private_key(private_path)

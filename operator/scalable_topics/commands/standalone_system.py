@@ -11,7 +11,7 @@ lives under the data directory, so running it again there resumes the same topic
     DIR/logs/                   standalone.log (this process) and broker-<i>.log (children)
     DIR/kubeconfig              points kubectl at the Kubernetes API this process serves
     DIR/kube-api.token          the bearer token that kubeconfig carries (mode 0600)
-    DIR/cluster.token, DIR/token-key.pem, DIR/token-key.pub.pem, DIR/admin.token
+    DIR/cluster.token, DIR/token.key, DIR/token.pub, DIR/admin.token
                                 the credentials (standalone_credentials.py)
 """
 
