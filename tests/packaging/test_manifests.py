@@ -32,12 +32,14 @@ from rendered_manifests import (
 from scalable_topics.cli import build_parser
 from scalable_topics.commands.controller import controller_config
 from scalable_topics.model.resources import ScalableTopic
+from scalable_topics.tokens import load_private_key, public_pem
 
 # The Kubernetes release the manifests are validated against: the kubectl of the dev extra.
 KUBERNETES_VERSION = "1.37"
 NAMESPACE = "scalable-topics"
 NON_ROOT_UID = 10001  # the Dockerfile's user
 TOKEN_SECRET = "scalable-topics-cluster-token"
+TOKEN_KEY_CONFIGMAP = "scalable-topics-token-key"
 OPERATOR, BROKER = "scalable-topics-operator", "scalable-topics-broker"
 
 
@@ -359,6 +361,45 @@ def test_production_creates_no_secret(target: str) -> None:
     assert _secret_references(objects) == {(TOKEN_SECRET, "token")}
 
 
+def _token_key_references(objects: list[Object]) -> set[str]:
+    """The ConfigMaps the brokers read the client token key from."""
+    return {
+        volume["configMap"]["name"]
+        for workload in workloads(objects)
+        for volume in pod_spec(workload).get("volumes", [])
+        if "configMap" in volume and volume["name"] == "token-key"
+    }
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_brokers_verify_client_tokens_with_the_mounted_public_key(target: str) -> None:
+    [broker] = [w for w in workloads(rendered(target)) if w["kind"] == "StatefulSet"]
+    [container] = pod_spec(broker)["containers"]
+    mounts = {m["name"]: m for m in container["volumeMounts"]}
+    expected = f"{mounts['token-key']['mountPath']}/token.pub"
+    assert flag(container, "token-public-key") == expected and mounts["token-key"]["readOnly"]
+    volumes = {v["name"]: v for v in pod_spec(broker)["volumes"]}
+    assert volumes["token-key"]["configMap"]["items"] == [{"key": "token.pub", "path": "token.pub"}]
+
+
+def test_kind_generates_the_token_key_from_the_development_pair() -> None:
+    """The ConfigMap holds the public half of the development key committed beside the
+    overlay, so tokens issued with it are accepted by the kind cluster's brokers."""
+    objects = rendered("kind")
+    [name] = _token_key_references(objects)
+    assert name.startswith(f"{TOKEN_KEY_CONFIGMAP}-")
+    public = find(objects, "ConfigMap", name)["data"]["token.pub"].encode()
+    private = load_private_key(MANIFESTS / "overlays" / "kind" / "development-token.key")
+    assert public == public_pem(private)
+
+
+@pytest.mark.parametrize("target", ["base", "production"])
+def test_production_creates_no_token_key(target: str) -> None:
+    objects = rendered(target)
+    assert of_kind(objects, "ConfigMap") == []
+    assert _token_key_references(objects) == {TOKEN_KEY_CONFIGMAP}
+
+
 def _without_overlay_changes(obj: Object) -> Object:
     """``obj`` without what the overlays set: images, resources, the token Secret's name (the
     kind overlay generates it with a content hash)."""
@@ -368,6 +409,8 @@ def _without_overlay_changes(obj: Object) -> Object:
         for volume in pod_spec(obj)["volumes"]:
             if "secret" in volume:
                 volume["secret"]["secretName"] = TOKEN_SECRET
+            if "configMap" in volume:
+                volume["configMap"]["name"] = TOKEN_KEY_CONFIGMAP
     return obj
 
 
@@ -376,7 +419,7 @@ def test_overlays_change_only_images_resources_and_the_secret(overlay: str) -> N
     base = {
         (o["kind"], o["metadata"]["name"]): _without_overlay_changes(o) for o in rendered("base")
     }
-    objects = [o for o in rendered(overlay) if o["kind"] != "Secret"]
+    objects = [o for o in rendered(overlay) if o["kind"] not in ("Secret", "ConfigMap")]
     assert {(o["kind"], o["metadata"]["name"]) for o in objects} == base.keys()
     for obj in objects:
         key = (obj["kind"], obj["metadata"]["name"])
