@@ -1,4 +1,4 @@
-"""``--handshake-timeout``, ``--connect-timeout`` and ``--body-timeout`` of ``stctl broker`` and
+"""``--handshake-timeout``, ``--auth-timeout`` and ``--body-timeout`` of ``stctl broker`` and
 ``standalone``: what they set, what they refuse, and that standalone's child brokers get them."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ COMMANDS = {
     "broker": ["broker", "--data-dir", "d", "--store", "embedded:///x.db"],
     "standalone": ["standalone", "--data-dir", "d"],
 }
-FLAGS = ["--handshake-timeout", "2.5", "--connect-timeout", "3", "--body-timeout", "60"]
+FLAGS = ["--handshake-timeout", "2.5", "--auth-timeout", "3", "--body-timeout", "60"]
 
 
 @pytest.mark.parametrize("command", list(COMMANDS))
@@ -24,11 +24,11 @@ def test_the_flags_set_the_broker_fields(command: str) -> None:
     args = build_parser().parse_args([*COMMANDS[command], *FLAGS])
     assert timeouts(args) == {
         "handshake_timeout": 2.5,
-        "connect_timeout": 3.0,
+        "auth_timeout": 3.0,
         "body_timeout": 60.0,
     }
     config = BrokerConfig(data_dir=Path("d"), store_url="embedded:///x.db", **timeouts(args))
-    assert (config.handshake_timeout, config.connect_timeout, config.body_timeout) == (2.5, 3, 60)
+    assert (config.handshake_timeout, config.auth_timeout, config.body_timeout) == (2.5, 3, 60)
 
 
 @pytest.mark.parametrize("command", list(COMMANDS))
@@ -36,12 +36,12 @@ def test_flags_not_given_keep_the_broker_defaults(command: str) -> None:
     args = build_parser().parse_args(COMMANDS[command])
     assert timeouts(args) == {}
     config = BrokerConfig(data_dir=Path("d"), store_url="embedded:///x.db")
-    assert (config.handshake_timeout, config.connect_timeout, config.body_timeout) == (10, 10, 30)
+    assert (config.handshake_timeout, config.auth_timeout, config.body_timeout) == (10, 10, 30)
 
 
 @pytest.mark.parametrize("command", list(COMMANDS))
 @pytest.mark.parametrize("value", ["0", "-1", "soon", "nan", "inf"])
-@pytest.mark.parametrize("flag", ["--handshake-timeout", "--connect-timeout", "--body-timeout"])
+@pytest.mark.parametrize("flag", ["--handshake-timeout", "--auth-timeout", "--body-timeout"])
 def test_a_value_that_is_no_positive_number_is_a_usage_error(
     capsys: pytest.CaptureFixture[str], command: str, flag: str, value: str
 ) -> None:
@@ -58,7 +58,7 @@ def test_help_documents_the_flags_and_their_defaults(
     with pytest.raises(SystemExit):
         main([command, "--help"])
     text = " ".join(capsys.readouterr().out.split())
-    assert "--handshake-timeout S" in text and "--connect-timeout S" in text
+    assert "--handshake-timeout S" in text and "--auth-timeout S" in text
     assert "1008 (policy violation) (default 10)" in text
     assert "answered 408 and the connection closed (default 30)" in text
 

@@ -51,7 +51,7 @@ async def server(tmp_path: Path, store: EmbeddedStore) -> AsyncIterator[TestServ
         auth_token=TOKEN,
         max_frame_bytes=MAX_FRAME,
         handshake_timeout=SHORT,
-        connect_timeout=SHORT,
+        auth_timeout=SHORT,
         body_timeout=SHORT,
     )
     await served.start_server()

@@ -100,7 +100,7 @@ CYCLE_KINDS: list[Cycle] = [
 @pytest.fixture
 async def server(tmp_path: Path, store: EmbeddedStore) -> AsyncIterator[TestServer]:
     served = broker_server(
-        store, tmp_path / "broker", auth_token=TOKEN, connect_timeout=CONNECT_TIMEOUT
+        store, tmp_path / "broker", auth_token=TOKEN, auth_timeout=CONNECT_TIMEOUT
     )
     await served.start_server()
     try:

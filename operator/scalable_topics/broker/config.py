@@ -98,7 +98,7 @@ class BrokerConfig(BaseModel):
         description="seconds a connection has to send a whole request head (the WebSocket "
         "upgrade included), from connecting or from its previous response",
     )
-    connect_timeout: float = Field(
+    auth_timeout: float = Field(
         default=10.0,
         gt=0,
         description="seconds after the WebSocket upgrade within which Connect must arrive; "

@@ -182,7 +182,7 @@ class Session:
         self._links: ConnectionLinks | None = None  # this connection's, once a relay needs one
         self._consumer_relay: ConsumerRelay | None = None
         self._grant_relay: ProducerGrantRelay | None = None
-        self._watchdog = Watchdog(ws, config.connect_timeout)
+        self._watchdog = Watchdog(ws, config.auth_timeout)
 
     # -- the read loop --------------------------------------------------------------------------
 

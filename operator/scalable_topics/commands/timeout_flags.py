@@ -1,4 +1,4 @@
-"""``--handshake-timeout``, ``--connect-timeout`` and ``--body-timeout``: how long a broker
+"""``--handshake-timeout``, ``--auth-timeout`` and ``--body-timeout``: how long a broker
 waits for a slow or silent peer (BrokerConfig's fields of the same names), for ``stctl broker``
 and ``stctl standalone``, which passes them to every broker it runs."""
 
@@ -19,10 +19,11 @@ _FLAGS = (
         "long an idle keep-alive HTTP connection stays open",
     ),
     (
-        "--connect-timeout",
-        "connect_timeout",
+        "--auth-timeout",
+        "auth_timeout",
         10,
-        "seconds a WebSocket has after the upgrade to send Connect; then it is closed with "
+        "seconds a WebSocket has after the upgrade to authenticate (send Connect); then it is "
+        "closed with "
         "1008 (policy violation)",
     ),
     (
