@@ -19,7 +19,6 @@ import functools
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
-import aiohttp
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
@@ -50,6 +49,7 @@ from ..admin.topics import (
     validation_message,
 )
 from ..http_access import PRINCIPAL_KEY, Refusal, refusal_response, require
+from ..http_sessions import admin_session
 from ..model.authorization import Action
 from ..model.errors import CorruptLayout, LayoutError
 from ..model.layout import ChangeKind
@@ -278,7 +278,7 @@ def add_topic_routes(app: web.Application) -> None:
 
     async def brokers(app: web.Application) -> AsyncIterator[None]:
         # Stats ask every segment's broker, with the cluster token this broker also requires.
-        async with aiohttp.ClientSession() as session:
+        async with admin_session() as session:
             app[_BROKERS_KEY] = BrokerAdmin(session, app.get(TOKEN_KEY))
             yield
 

@@ -14,6 +14,7 @@ from urllib.parse import quote
 
 import aiohttp
 
+from ..http_sessions import admin_session
 from ..model.resources import subscription_name_problem
 from ..protocol import ErrorCode
 from .admin_types import (
@@ -247,7 +248,7 @@ class Admin:
         if self._closed:
             raise ClientClosed("the admin client is closed")
         if self._http is None:
-            self._http = aiohttp.ClientSession()
+            self._http = admin_session()
         return self._http
 
     async def _call(

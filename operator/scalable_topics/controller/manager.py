@@ -17,9 +17,8 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import aiohttp
-
 from ..admin.broker_admin import BrokerAdmin
+from ..http_sessions import admin_session
 from ..model.clock import Clock, SystemClock
 from ..model.ownership import DEFAULT_SHARD_COUNT, shard_of, validate_shard_count
 from ..model.resources import CONTROLLER_ENDPOINT_ANNOTATION as ENDPOINT_ANNOTATION
@@ -136,7 +135,7 @@ class ControllerManager:
         clock = self._clock or SystemClock(asyncio.get_running_loop().time)
         async with self._informers_running() as informers:
             store = informers.writing_through(self._store)
-            async with aiohttp.ClientSession() as session:
+            async with admin_session() as session:
                 admin = BrokerAdmin(session, config.admin_token)
                 coordinators = ConsumerCoordinators(
                     store, informers, clock, config.consumer_grace_period
