@@ -3,6 +3,7 @@ controller does not lead (NotLeader names the leader's endpoint)."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator
 
@@ -10,8 +11,9 @@ import aiohttp
 import pytest
 from aiohttp.test_utils import TestServer
 
+from scalable_topics.controller import endpoint as endpoint_module
 from scalable_topics.controller.consumers import ConsumerCoordinators
-from scalable_topics.controller.endpoint import build_endpoint_app
+from scalable_topics.controller.endpoint import build_endpoint_app, serving_endpoint
 from scalable_topics.model.clock import SystemClock
 from scalable_topics.protocol import (
     PROTOCOL_VERSION,
@@ -28,6 +30,7 @@ from scalable_topics.store.informers import Informers
 from support.eventually import eventually
 from support.leases import SYSTEM_NAMESPACE, lease_object
 from support.memory_store import MemoryStore
+from support.ports import loopback_socket, port_of
 from support.wire_client import RequestFailed, WireClient, abandon_upgrade
 
 TOKEN = "cluster-secret"
@@ -149,3 +152,28 @@ async def test_a_broker_leaving_during_the_upgrade_is_no_failure(
     assert any('" 499 ' in line for line in answered()), answered()
     broker = await WireClient.connect(endpoint, TOKEN)  # still served
     await broker.close()
+
+
+async def test_a_half_sent_request_head_is_cut_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A slow-loris on the controller's port: half a header, then nothing; the endpoint
+    closes the connection without answering (within its handshake timeout, short here)."""
+    monkeypatch.setattr(endpoint_module, "HANDSHAKE_SECONDS", 0.3)
+    store = MemoryStore()
+    informers = Informers(store, SYSTEM_NAMESPACE)  # type: ignore[arg-type]
+    informers.start()
+    coordinators = ConsumerCoordinators(store, informers, SystemClock())  # type: ignore[arg-type]
+    sock = loopback_socket()
+    try:
+        async with serving_endpoint(
+            coordinators, informers, "controller-0", TOKEN, "127.0.0.1", port_of(sock), sock=sock
+        ):
+            reader, writer = await asyncio.open_connection("127.0.0.1", port_of(sock))
+            try:
+                writer.write(b"GET /ws HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: webso")
+                await writer.drain()
+                async with asyncio.timeout(20):
+                    assert await reader.read() == b""  # closed, nothing said
+            finally:
+                writer.close()
+    finally:
+        await informers.stop()

@@ -75,6 +75,10 @@ log = logging.getLogger(__name__)
 
 ENDPOINT_PATH = "/ws"
 CONNECT_SECONDS = 10.0  # a broker sends Connect at once
+# aiohttp closes a connection that has not sent a whole request head within its keep-alive
+# timeout (of connecting, or of its previous answer): the bound on a slow or half-sent
+# WebSocket upgrade and on idle probe connections, as the brokers' --handshake-timeout.
+HANDSHAKE_SECONDS = 10.0
 COORDINATORS_KEY = web.AppKey("consumer_coordinators", ConsumerCoordinators)
 GRANTS_KEY = web.AppKey("producer_grants", ProducerGrantCoordinators)
 
@@ -500,7 +504,8 @@ async def serving_endpoint(
     runner = web.AppRunner(
         build_endpoint_app(
             coordinators, informers, identity, token, grants, metrics, metrics_authenticator
-        )
+        ),
+        keepalive_timeout=HANDSHAKE_SECONDS,
     )
     await runner.setup()
     try:
