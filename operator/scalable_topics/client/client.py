@@ -28,6 +28,7 @@ from .pool import ConnectionPool
 from .producer import Producer
 from .queue_consumer import QueueConsumer
 from .segment_writer import DEFAULT_MAX_PENDING_BATCHES, Batching
+from .service_urls import parse_service_urls
 from .stream_consumer import StreamConsumer
 from .topic_layout import qualified_topic
 from .topic_watcher import TopicWatcher
@@ -40,17 +41,6 @@ class _Closable(Protocol):
 
 
 _Opened = TypeVar("_Opened", bound=_Closable)
-
-
-def parse_service_urls(service_url: str) -> tuple[str, ...]:
-    """The broker URLs in ``service_url``: ``ws://host:port`` (or wss), comma-separated."""
-    urls = tuple(url.strip().rstrip("/") for url in service_url.split(",") if url.strip())
-    if not urls:
-        raise ValueError("the service URL names no broker, e.g. ws://127.0.0.1:6650")
-    for url in urls:
-        if not url.startswith(("ws://", "wss://")) or len(url.split("://", 1)[1]) == 0:
-            raise ValueError(f"a broker URL looks like ws://HOST:PORT, not {url!r}")
-    return urls
 
 
 class Client:
