@@ -1,6 +1,6 @@
 """Resolving a client's settings as kubectl does: an explicit value (stctl's flag) beats an
 environment variable, which beats the configuration file's context, which beats the default;
-and which file is read."""
+which file is read; and the Client and Admin made from it."""
 
 from __future__ import annotations
 
@@ -11,6 +11,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from scalable_topics.client import Client, SyncClient
+from scalable_topics.client.admin import Admin
 from scalable_topics.client.client_config import ClientConfigError
 from scalable_topics.client.client_settings import (
     ClientSettings,
@@ -244,3 +246,27 @@ def test_the_default_path_follows_xdg_config_home_when_it_is_absolute(tmp_path: 
         tmp_path / "x" / "stctl" / "config",
         "default",
     )
+
+
+# -- the Client and Admin of a file -------------------------------------------------------------
+
+
+async def test_client_and_admin_from_config_take_its_url_and_token(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = config_in(tmp_path)
+    client = Client.from_config(path, "other", client_name="c", connect_timeout=2)
+    assert (client.service_urls, client.auth_token, client.client_name) == (
+        ("ws://other:2",),
+        "file-token",
+        "c",
+    )
+    assert client.connect_timeout == 2
+    await client.close()
+    async with Admin.from_config(path) as admin:
+        assert admin.urls == ("http://file:1",)
+        assert admin._headers == {"Authorization": "Bearer file-token"}
+    monkeypatch.setenv("STCTL_CONFIG", str(path))
+    monkeypatch.setenv("STCTL_URL", "ws://variable:3")
+    with SyncClient.from_config(context="bare") as sync:
+        assert (sync._target.service_urls, sync._target.auth_token) == (("ws://variable:3",), None)

@@ -4,12 +4,16 @@ async with Client("ws://127.0.0.1:6650") as client:
     producer = await client.create_producer("orders")
     await producer.send(b"order 1", key="customer-17")
 
-Scripts without an event loop use SyncClient, the same API blocking.
+Scripts without an event loop use SyncClient, the same API blocking. Client.from_config(),
+Admin.from_config() and SyncClient.from_config() take the service URL and token from the
+client configuration file (stctl's, see ClientSettings and docs/client-config.md).
 """
 
 from .checkpoint import Checkpoint
 from .checkpoint_consumer import CheckpointConsumer
 from .client import Client
+from .client_config import ClientConfigError, write_client_config
+from .client_settings import ClientSettings
 from .consumer_message import ReceivedMessage
 from .errors import (
     AlreadyExists,
@@ -50,7 +54,9 @@ __all__ = [
     "CheckpointConsumer",
     "Client",
     "ClientClosed",
+    "ClientConfigError",
     "ClientError",
+    "ClientSettings",
     "ConnectionFailed",
     "ConsumerBusy",
     "FailedSend",
@@ -75,4 +81,5 @@ __all__ = [
     "SyncStreamConsumer",
     "Timeout",
     "Unauthorized",
+    "write_client_config",
 ]

@@ -7,6 +7,7 @@ trying another cannot apply it twice.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Mapping
 from types import TracebackType
 from typing import Any, cast
@@ -24,6 +25,7 @@ from .admin_types import (
     TopicDescription,
     TopicSummary,
 )
+from .client_settings import ClientSettings
 from .connect_errors import connect_failure
 from .errors import (
     AlreadyExists,
@@ -128,6 +130,28 @@ class Admin:
         self._owns_http = http is None
         self._closed = False
         self._preferred = 0  # the broker that answered last
+
+    @classmethod
+    def from_config(
+        cls,
+        path: str | os.PathLike[str] | None = None,
+        context: str | None = None,
+        *,
+        http: aiohttp.ClientSession | None = None,
+        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+    ) -> Admin:
+        """An Admin on the service URL and token of the client configuration file ``path``
+        (else $STCTL_CONFIG's, else ~/.config/stctl/config) and its ``context`` (else the
+        current one), under $STCTL_URL and $STCTL_AUTH_TOKEN: ClientSettings.load. The token
+        file is read now. ClientConfigError naming the file and the field when the file
+        cannot be used."""
+        settings = ClientSettings.load(path, context)
+        return cls(
+            settings.service_url,
+            settings.auth_token,
+            http=http,
+            connect_timeout=connect_timeout,
+        )
 
     async def __aenter__(self) -> Admin:
         return self

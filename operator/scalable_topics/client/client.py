@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import socket
 from collections.abc import Awaitable
 from types import TracebackType
@@ -22,6 +23,7 @@ from ..model.resources import ProducerAccessMode
 from ..protocol import InitialPosition
 from .admin import DEFAULT_CONNECT_TIMEOUT, Admin
 from .checkpoint_consumer import CheckpointConsumer
+from .client_settings import ClientSettings
 from .errors import ClientClosed, FailedSend, SendFailed
 from .names import check_subscription_name
 from .pool import ConnectionPool
@@ -69,6 +71,32 @@ class Client:
         self._watchers: dict[str, asyncio.Task[TopicWatcher]] = {}
         self._closables: set[_Closable] = set()
         self._closed = False
+
+    @classmethod
+    def from_config(
+        cls,
+        path: str | os.PathLike[str] | None = None,
+        context: str | None = None,
+        *,
+        client_name: str | None = None,
+        operation_timeout: float = 30.0,
+        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+    ) -> Client:
+        """A client on the service URL and token of the client configuration file ``path``
+        (else $STCTL_CONFIG's, else ~/.config/stctl/config) and its ``context`` (else the
+        current one), under $STCTL_URL and $STCTL_AUTH_TOKEN: ClientSettings.load. The token
+        file is read now, once: a client made later reads a rotated token. The context's
+        namespace is not applied to bare topic names (they stay in ``default``, as with the
+        constructor): ``ClientSettings.load(...).topic(name)`` qualifies a name with it.
+        ClientConfigError naming the file and the field when the file cannot be used."""
+        settings = ClientSettings.load(path, context)
+        return cls(
+            settings.service_url,
+            settings.auth_token,
+            client_name=client_name,
+            operation_timeout=operation_timeout,
+            connect_timeout=connect_timeout,
+        )
 
     async def __aenter__(self) -> Client:
         return self

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import functools
+import os
 import threading
 from collections.abc import Awaitable, Callable, Coroutine, Iterator, Mapping
 from types import TracebackType
@@ -24,6 +25,7 @@ from ..protocol import MessageId
 from .admin import Admin
 from .checkpoint_consumer import CheckpointConsumer
 from .client import Client
+from .client_settings import ClientSettings
 from .consumer_message import ReceivedMessage
 from .errors import ClientClosed
 from .ordered_consumer import OrderedTopicConsumer
@@ -272,6 +274,15 @@ class SyncClient(_Facade[Client]):
     def __init__(self, service_url: str, auth_token: str | None = None, **options: Any) -> None:
         client = Client(service_url, auth_token, **options)
         super().__init__(client, _LoopThread())
+
+    @classmethod
+    def from_config(
+        cls, path: str | os.PathLike[str] | None = None, context: str | None = None, **options: Any
+    ) -> SyncClient:
+        """A blocking client on the settings of the client configuration file, as
+        :meth:`Client.from_config` (``options``: the Client's keyword arguments)."""
+        settings = ClientSettings.load(path, context)
+        return cls(settings.service_url, settings.auth_token, **options)
 
     create_producer = _opening(Client.create_producer, SyncProducer)
     subscribe_queue = _opening(Client.subscribe_queue, SyncQueueConsumer)
