@@ -113,6 +113,18 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _no_client_settings_of_the_user(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """stctl and the client read $STCTL_URL, $STCTL_AUTH_TOKEN, $STCTL_CONFIG and
+    ~/.config/stctl/config (under $XDG_CONFIG_HOME): none of the user's reaches a test or the
+    processes it starts, and nothing a test runs writes there."""
+    with pytest.MonkeyPatch.context() as patch:
+        for variable in ("STCTL_CONFIG", "STCTL_URL", "STCTL_AUTH_TOKEN"):
+            patch.delenv(variable, raising=False)
+        patch.setenv("XDG_CONFIG_HOME", str(tmp_path_factory.mktemp("xdg-config-home")))
+        yield
+
+
 @pytest.fixture
 async def store(tmp_path: Path) -> AsyncIterator[EmbeddedStore]:
     """An embedded store on a fresh file (folders with a store of their own override it)."""

@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 
 from . import __version__
 from .commands.broker import add_broker
+from .commands.config import add_config
 from .commands.consume import add_consume
 from .commands.controller import add_controller
 from .commands.kube_api import add_kube_api
@@ -54,6 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_topics(commands)
     add_subscriptions(commands)
     add_tokens(commands)
+    add_config(commands)
     add_produce(commands)
     add_consume(commands)
     add_watch(commands)

@@ -1,8 +1,13 @@
 """What every command that talks to the topic admin API shares: where the brokers are, the
 token, the topic's name, the output format, and how failures become exit codes.
 
+The URL, token and namespace are resolved after parsing, as kubectl resolves them: a flag beats
+``$STCTL_URL`` / ``$STCTL_AUTH_TOKEN``, which beat the context of the client configuration file
+(``--config``, ``$STCTL_CONFIG`` or ``~/.config/stctl/config``; ``--context``), which beats the
+defaults (client/client_settings.py).
+
 Exit codes: 0 done; 1 the operation failed, was refused, found nothing or timed out; 2 usage
-(argparse's own, and a malformed URL or topic name).
+(argparse's own, a malformed URL or topic name, and a configuration file that cannot be used).
 """
 
 from __future__ import annotations
@@ -11,33 +16,58 @@ import argparse
 import asyncio
 import contextlib
 import math
-import os
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 from ..client.admin import DEFAULT_CONNECT_TIMEOUT, Admin
+from ..client.client_config import ClientConfigError
+from ..client.client_settings import (
+    CONFIG_VARIABLE,
+    DEFAULT_SERVICE_URL,
+    TOKEN_VARIABLE,
+    URL_VARIABLE,
+    ClientSettings,
+)
 from ..client.errors import ClientError
+from ..client.topic_layout import DEFAULT_NAMESPACE
 from .output import OUTPUT_FORMATS, fail
 
-DEFAULT_URL = "ws://127.0.0.1:6650"
-DEFAULT_NAMESPACE = "default"
-URL_VARIABLE, TOKEN_VARIABLE = "STCTL_URL", "STCTL_AUTH_TOKEN"
+DEFAULT_URL = DEFAULT_SERVICE_URL
 
 AdminWork = Callable[[Admin], Awaitable[int]]
+
+
+def add_config_file_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--config",
+        metavar="FILE",
+        help=f"the client configuration file (default ${CONFIG_VARIABLE}, else "
+        "~/.config/stctl/config if it exists; see docs/client-config.md)",
+    )
+
+
+def add_config_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--config`` and ``--context``: which client configuration file, and which context."""
+    add_config_file_argument(parser)
+    parser.add_argument(
+        "--context",
+        metavar="NAME",
+        help="the context of the configuration file to use (default: its current-context)",
+    )
 
 
 def add_connection_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--url",
-        default=os.environ.get(URL_VARIABLE, DEFAULT_URL),
-        help=f"a broker's URL, or several comma-separated (default ${URL_VARIABLE}, "
-        f"else {DEFAULT_URL})",
+        help=f"a broker's URL, or several comma-separated (default ${URL_VARIABLE}, else the "
+        f"context's cluster, else {DEFAULT_URL})",
     )
     parser.add_argument(
         "--auth-token",
-        default=os.environ.get(TOKEN_VARIABLE),
-        help=f"the brokers' admin token (default ${TOKEN_VARIABLE})",
+        help=f"the token (default ${TOKEN_VARIABLE}, else the context's user's; an empty one "
+        "sends none)",
     )
+    add_config_arguments(parser)
     parser.add_argument(
         "--connect-timeout",
         type=_seconds,
@@ -79,7 +109,7 @@ def add_namespace_argument(parser: argparse.ArgumentParser) -> None:
         "-n",
         "--namespace",
         default=None,
-        help=f"the topic's namespace (default: {DEFAULT_NAMESPACE})",
+        help=f"the topic's namespace (default: the context's, else {DEFAULT_NAMESPACE})",
     )
 
 
@@ -93,12 +123,30 @@ def add_output_argument(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def settings_of(args: argparse.Namespace) -> ClientSettings:
+    """The URL, token and namespace of the command: its flags, the environment, the client
+    configuration file, the defaults (resolved once, the token file read then);
+    ClientConfigError when the file cannot be used."""
+    settings: ClientSettings | None = getattr(args, "client_settings", None)
+    if settings is None:
+        settings = ClientSettings.load(
+            args.config,
+            args.context,
+            url=args.url,
+            auth_token=args.auth_token,
+            namespace=getattr(args, "namespace", None),
+        )
+        args.client_settings = settings
+    return settings
+
+
 def topic_of(args: argparse.Namespace) -> str:
-    """``NAMESPACE/NAME`` of the command's TOPIC and -n; ValueError (exit 2) when they name
-    different namespaces or TOPIC is malformed."""
+    """``NAMESPACE/NAME`` of the command's TOPIC and -n (a bare NAME is in -n's namespace, else
+    the context's, else ``default``); ValueError (exit 2) when TOPIC and -n name different
+    namespaces or TOPIC is malformed."""
     namespace, slash, name = args.topic.rpartition("/")
     if not slash:
-        return f"{args.namespace or DEFAULT_NAMESPACE}/{name}"
+        return f"{settings_of(args).namespace}/{name}"
     if not namespace or not name or "/" in namespace:
         raise ValueError(f"a topic is named NAME or NAMESPACE/NAME, not {args.topic!r}")
     if args.namespace is not None and args.namespace != namespace:
@@ -109,10 +157,17 @@ def topic_of(args: argparse.Namespace) -> str:
 
 
 def run_admin(args: argparse.Namespace, command: str, work: AdminWork) -> int:
-    """Run ``work`` with an Admin on ``--url``; a refusal is one line on stderr and exit 1."""
+    """Run ``work`` with an Admin on the command's URL and token; a refusal is one line on
+    stderr and exit 1, a configuration file that cannot be used one line and exit 2."""
+    try:
+        settings = settings_of(args)
+    except ClientConfigError as error:
+        return fail(command, str(error), exit_code=2)
 
     async def run() -> int:
-        async with Admin(args.url, args.auth_token, connect_timeout=args.connect_timeout) as admin:
+        async with Admin(
+            settings.service_url, settings.auth_token, connect_timeout=args.connect_timeout
+        ) as admin:
             return await work(admin)
 
     return run_command(command, run)

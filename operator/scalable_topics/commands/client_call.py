@@ -1,4 +1,5 @@
-"""Running a command's work with a client on ``--url``, with admin_call's exit codes."""
+"""Running a command's work with a client on the command's URL and token (admin_call.settings_of),
+with admin_call's exit codes."""
 
 from __future__ import annotations
 
@@ -6,16 +7,23 @@ import argparse
 from collections.abc import Awaitable, Callable
 
 from ..client import Client
-from .admin_call import run_command
+from ..client.client_config import ClientConfigError
+from .admin_call import run_command, settings_of
+from .output import fail
 
 ClientWork = Callable[[Client], Awaitable[int]]
 
 
 def run_client(args: argparse.Namespace, command: str, work: ClientWork) -> int:
+    try:
+        settings = settings_of(args)
+    except ClientConfigError as error:
+        return fail(command, str(error), exit_code=2)
+
     async def run() -> int:
         async with Client(
-            args.url,
-            args.auth_token,
+            settings.service_url,
+            settings.auth_token,
             client_name="stctl",
             connect_timeout=args.connect_timeout,
         ) as client:

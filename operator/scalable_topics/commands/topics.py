@@ -10,12 +10,12 @@ from typing import TypeAlias
 from ..admin.stats_table import render_table
 from ..client.admin import Admin
 from .admin_call import (
-    DEFAULT_NAMESPACE,
     add_connection_arguments,
     add_namespace_argument,
     add_output_argument,
     add_topic_arguments,
     run_admin,
+    settings_of,
     topic_of,
 )
 from .output import print_json, print_table
@@ -113,7 +113,7 @@ def _add_create(commands: Subcommands) -> None:
 
 def _run_list(args: argparse.Namespace) -> int:
     async def work(admin: Admin) -> int:
-        namespace = args.namespace or DEFAULT_NAMESPACE
+        namespace = settings_of(args).namespace
         topics = await admin.list_topics(None if args.all_namespaces else namespace)
         if args.output == "json":
             print_json(topics)
