@@ -7,7 +7,6 @@ set -euo pipefail
 
 PATH="$(pwd)/.venv/bin:$PATH"
 PORT="${PORT:-6650}"
-export STCTL_URL="ws://127.0.0.1:${PORT}"
 DATA_DIR="$(mktemp -d -t scalable-topics-quickstart-XXXXXX)"
 
 step() { printf '\n\033[1m$ %s\033[0m\n' "$*"; "$@"; }
@@ -22,8 +21,9 @@ for _ in $(seq 1 300); do
     sleep 0.1
 done
 head -n 3 "${DATA_DIR}/standalone.out"
-# Standalone requires a token everywhere; DIR/admin.token may administer every namespace.
-export STCTL_AUTH_TOKEN="$(cat "${DATA_DIR}/admin.token")"
+# Every request needs a token: stctl reads the service URL and the admin token from the
+# client configuration standalone wrote.
+export STCTL_CONFIG="${DATA_DIR}/stctl-config"
 
 step stctl topics create orders --segments 2 --subscription billing:Stream --subscription audit
 step stctl produce orders --key-separator=: \
@@ -45,3 +45,4 @@ step kubectl get segments -l scalabletopics.dev/topic=orders
 echo
 echo "Done. stctl standalone keeps its data in ${DATA_DIR}; start it yourself with:"
 echo "  .venv/bin/stctl standalone --data-dir ${DATA_DIR} --port ${PORT}"
+echo "and point stctl at it with: export STCTL_CONFIG=${DATA_DIR}/stctl-config"

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import json
 import os
 import signal
@@ -36,6 +35,7 @@ class Standalone:
     url: str
     output: list[str]
     token: str  # DIR/admin.token: admin of every namespace
+    data_dir: Path
 
     async def stop(self) -> int:
         self.process.send_signal(signal.SIGTERM)
@@ -78,7 +78,7 @@ async def standalone(data_dir: Path, *extra: str, port: int = 0) -> AsyncIterato
         [serving] = [line for line in output if line.startswith("stctl standalone: serving ")]
         url = serving.split("serving ", 1)[1].strip()
         token = (data_dir / "admin.token").read_text().strip()
-        yield Standalone(process, url, output, token)
+        yield Standalone(process, url, output, token, data_dir)
     finally:
         if process.returncode is None:
             process.kill()
@@ -108,7 +108,7 @@ async def test_standalone_serves_topics_and_resumes_them(tmp_path: Path) -> None
         port = int(running.url.rpartition(":")[2])
         assert running.url == f"ws://127.0.0.1:{port}" and port != 0
         assert any("stctl topics create" in line for line in running.output)
-        async with Admin(running.url, running.token) as admin:
+        async with Admin.from_config(running.data_dir / "stctl-config") as admin:
             await admin.create_topic("orders", 1, [("billing", "Stream")])
             assert await topic_layout_epoch(admin, "orders") == 0
             [summary] = await admin.list_topics()
@@ -262,14 +262,22 @@ async def test_a_second_standalone_on_the_same_directory_is_refused(tmp_path: Pa
 # -- stctl against a standalone system ----------------------------------------------------------
 
 
-async def stctl(running: Standalone, *args: str) -> tuple[int, str, str]:
-    """``stctl`` against ``running``, with its admin token."""
+async def stctl(running: Standalone, *args: str, token: str | None = None) -> tuple[int, str, str]:
+    """``stctl`` against ``running``, configured as a user is told to: by the client
+    configuration DIR/stctl-config (its URL and admin token); ``token`` overrides the token,
+    through $STCTL_AUTH_TOKEN ("" for none: a URL alone)."""
+    env = {**os.environ, "STCTL_CONFIG": str(running.data_dir / "stctl-config")}
+    if token == "":
+        del env["STCTL_CONFIG"]
+        env["STCTL_URL"] = running.url
+    elif token is not None:
+        env["STCTL_AUTH_TOKEN"] = token
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
         "scalable_topics.cli",
         *args,
-        env={**os.environ, "STCTL_URL": running.url, "STCTL_AUTH_TOKEN": running.token},
+        env=env,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )
@@ -423,8 +431,8 @@ async def test_standalone_requires_credentials_and_keeps_its_key(tmp_path: Path)
     async with standalone(tmp_path) as running:
         for name in ("cluster.token", "token.key", "admin.token"):
             assert (tmp_path / name).stat().st_mode & 0o777 == 0o600, name
-        anonymous = dataclasses.replace(running, token="")
-        code, _, err = await stctl(anonymous, "topics", "list")
+        assert (tmp_path / "stctl-config").stat().st_mode & 0o777 == 0o600
+        code, _, err = await stctl(running, "topics", "list", token="")
         assert code == 1
         assert err.startswith("stctl topics list: ") and "credentials are required" in err
         code, token, _ = await stctl(
@@ -441,14 +449,12 @@ async def test_standalone_requires_credentials_and_keeps_its_key(tmp_path: Path)
             "1h",
         )
         assert code == 0
-        reader = dataclasses.replace(running, token=token.strip())
-        code, _, err = await stctl(reader, "topics", "create", "orders")
+        code, _, err = await stctl(running, "topics", "create", "orders", token=token.strip())
         assert (code, err) == (
             1,
             "stctl topics create: reader may not admin in namespace 'default'\n",
         )
         assert await running.stop() == 0
     async with standalone(tmp_path) as again:
-        reader = dataclasses.replace(again, token=token.strip())
-        code, _, err = await stctl(reader, "topics", "list", "-n", "team-a")
+        code, _, err = await stctl(again, "topics", "list", "-n", "team-a", token=token.strip())
         assert (code, err) == (0, "")

@@ -21,17 +21,16 @@ COMMAND = "stctl standalone"
 LOCK_FILE = "standalone.lock"  # in the data directory, flocked while a standalone runs there
 
 
-def _hint(service_url: str, default_url: str, admin_token: Path) -> str:
-    url = "" if service_url == default_url else f" --url {service_url}"
+def _hint(client_config: Path) -> str:
     return "\n".join(
         [
-            f"Every request needs a token; {admin_token} may administer every namespace:",
-            f'  export STCTL_AUTH_TOKEN="$(cat {admin_token})"',
+            f"stctl reads the service URL and the admin token from {client_config}:",
+            f"  export STCTL_CONFIG={client_config}",
             "Try:",
-            f"  stctl topics create orders --segments 2 --subscription billing:Stream{url}",
-            f"  stctl produce orders -m hello -m world{url}",
-            f"  stctl consume orders -s billing -c 2{url}",
-            f"  stctl topics describe orders{url}",
+            "  stctl topics create orders --segments 2 --subscription billing:Stream",
+            "  stctl produce orders -m hello -m world",
+            "  stctl consume orders -s billing -c 2",
+            "  stctl topics describe orders",
             "Stop with Ctrl-C.",
         ]
     )
@@ -113,7 +112,6 @@ def _run_standalone(args: argparse.Namespace) -> int:
 
 def _serve(settings: StandaloneSettings) -> int:
     from ..broker.registry import DataDirectoryInUse
-    from .admin_call import DEFAULT_URL
     from .output import fail
     from .standalone_system import StandaloneError, StandaloneSystem, port_ranges
 
@@ -151,9 +149,7 @@ def _serve(settings: StandaloneSettings) -> int:
                     f"KUBECONFIG={settings.kubeconfig} kubectl get scalabletopics",
                     flush=True,
                 )
-            assert settings.credentials is not None
-            hint = _hint(system.service_url, DEFAULT_URL, settings.credentials.admin_token_file)
-            print(hint, flush=True)
+            print(_hint(system.client_config), flush=True)
             controller_stopped = loop.create_task(system.wait_for_controller())
             await asyncio.wait(
                 {stop_asked, controller_stopped}, return_when=asyncio.FIRST_COMPLETED

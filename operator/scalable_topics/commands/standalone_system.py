@@ -13,6 +13,8 @@ lives under the data directory, so running it again there resumes the same topic
     DIR/kube-api.token          the bearer token that kubeconfig carries (mode 0600)
     DIR/cluster.token, DIR/token.key, DIR/token.pub, DIR/admin.token
                                 the credentials (standalone_credentials.py)
+    DIR/stctl-config            the client configuration: the service URL and admin.token
+                                (STCTL_CONFIG=DIR/stctl-config stctl ...; mode 0600)
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from aiohttp import web
 
 from ..broker.app import build_app, runner_options
 from ..broker.config import BrokerConfig
+from ..client.client_config import write_client_config
 from ..controller.leader import ElectionTiming
 from ..controller.manager import ControllerConfig, ControllerManager
 from ..kubeapi.running import KubeApiSettings, RunningKubeApi, start_kube_api
@@ -77,6 +80,10 @@ class StandaloneSettings:
     @property
     def kubeconfig(self) -> Path:
         return self.data_dir / "kubeconfig"
+
+    @property
+    def client_config(self) -> Path:
+        return self.data_dir / "stctl-config"
 
     @property
     def store_url(self) -> str:
@@ -211,6 +218,26 @@ class StandaloneSystem:
         if settings.kube_api_port is not None:
             await self._start_kube_api(settings.kube_api_port)
         await self._wait_until_healthy()
+        self._write_client_config()
+
+    @property
+    def client_config(self) -> Path:
+        return self.settings.client_config
+
+    def _write_client_config(self) -> None:
+        """The file stctl and Client.from_config read: this system's URL (known once broker-0
+        listens) and the admin token, relative to it (a new admin.token at each start)."""
+        credentials = self.settings.credentials
+        token = None if credentials is None else credentials.admin_token_file.name
+        try:
+            write_client_config(
+                self.client_config,
+                context="standalone",
+                service_url=self.service_url,
+                token_file=token,
+            )
+        except (OSError, ValueError) as error:
+            raise StandaloneError(f"cannot write {self.client_config}: {error}") from None
 
     async def _start_kube_api(self, port: int) -> None:
         settings = self.settings
