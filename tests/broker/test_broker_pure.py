@@ -122,16 +122,32 @@ def test_a_cleared_reservation_admits_everyone_again() -> None:
     assert access.open("s", "bob", Mode.SHARED).grant is not None
 
 
-def test_only_a_newer_grant_displaces_the_reservation() -> None:
+def test_only_the_controller_moves_a_reservation() -> None:
+    """Found by the wire fuzzer: an ExclusiveWithFencing open with a higher epoch of its own
+    took the reservation over, so the controller's release at its grant's epoch was stale and
+    the segment stayed reserved for a producer nobody granted, refusing everyone for good."""
     access = ProducerAccess()
     access.fence(3, holder="amy")
     access.fence(2, holder=None)  # a release from an older grant, arriving late: ignored
     assert (access.epoch, access.reserved_for) == (3, "amy")
-    taken = access.open("b", "bob", Mode.EXCLUSIVE_WITH_FENCING, requested_epoch=4)
-    assert taken.grant is not None and taken.grant.epoch == 4
-    assert access.reserved_for == "bob"
-    with pytest.raises(ProducerFenced):
-        access.open("a", "amy", Mode.EXCLUSIVE_WITH_FENCING, requested_epoch=3)
+    with pytest.raises(ProducerBusy, match="held exclusively by 'amy' at epoch 3"):
+        access.open("b", "bob", Mode.EXCLUSIVE_WITH_FENCING, requested_epoch=4)
+    with pytest.raises(AccessError, match="only the topic's controller raises it") as raised:
+        access.open("a", "amy", Mode.EXCLUSIVE_WITH_FENCING, requested_epoch=4)
+    assert raised.value.code == "InvalidRequest"
+    # The holder opens under the grant's epoch, given or not, and the epoch stays.
+    taken = access.open("a", "amy", Mode.EXCLUSIVE, requested_epoch=None)
+    assert taken.grant is not None and taken.grant.epoch == 3
+    access.close("a")
+    taken = access.open("a2", "amy", Mode.EXCLUSIVE_WITH_FENCING, requested_epoch=3)
+    assert taken.grant is not None and (access.epoch, access.reserved_for) == (3, "amy")
+    # The grant ends: its release at epoch 3 clears the reservation, and anyone may open.
+    access.close("a2")
+    assert access.release(3)
+    assert access.open("s", "sam", Mode.SHARED).standing is Standing.GRANTED
+    # A newer grant moves the reservation through the controller's fence.
+    access.fence(4, holder="bob")
+    assert (access.epoch, access.reserved_for) == (4, "bob")
 
 
 def test_reserving_fences_other_names_and_refuses_queued_ones() -> None:

@@ -611,3 +611,41 @@ async def test_exclusive_and_wait_take_nothing_from_connected_producers_and_fenc
                 await client.close()
             controller.stop()
             broker.stop()
+
+
+async def test_a_client_epoch_cannot_take_a_held_topic_and_its_release_frees_every_segment(
+    tmp_path: Path, make_broker: Callable[..., TestServer]
+) -> None:
+    """Found by the wire fuzzer: while amy held the topic, another producer opened with
+    ExclusiveWithFencing and an epoch of its own choosing above the grant's; it took the
+    segment's reservation, the controller's release at amy's epoch was stale there, and no
+    Shared producer could open on that segment again."""
+    async with running(tmp_path, make_broker, grace=1.0, controllers=1) as cluster:
+        amy = await WireClient.connect(cluster.broker_url)
+        eve = await WireClient.connect(cluster.broker_url)
+        bob = await WireClient.connect(cluster.broker_url)
+        try:
+            granted = await amy.acquire_exclusive(1, TOPIC, "amy")
+            assert isinstance(granted, ExclusiveGranted)
+            for name in ("eve", "amy"):  # another name, and the holder's own
+                refused = await refusal(
+                    eve.open_producer(
+                        1, TOPIC, 0, name, Mode.EXCLUSIVE_WITH_FENCING, granted.producer_epoch + 1
+                    )
+                )
+                assert refused.code in (ErrorCode.PRODUCER_BUSY, ErrorCode.INVALID_REQUEST)
+            stats = await cluster.segment_stats()
+            assert {i: stats[i]["reservedFor"] for i in SEGMENTS} == dict.fromkeys(SEGMENTS, "amy")
+            await amy.close()  # gone: her grace period ends, the topic is released
+
+            async def released() -> bool:
+                stats = await cluster.segment_stats()
+                return all(stats[i]["reservedFor"] is None for i in SEGMENTS)
+
+            await eventually(released)
+            for segment_id in SEGMENTS:
+                await bob.open_producer(segment_id + 10, TOPIC, segment_id, "bob")
+        finally:
+            await amy.close()
+            await eve.close()
+            await bob.close()

@@ -243,11 +243,11 @@ class ProducerAccess:
     def _take_over(
         self, handle: Hashable, name: str, mode: ProducerAccessMode, requested_epoch: int | None
     ) -> Grant:
-        # A producer returning with the current epoch keeps it (it was the last holder, or the
-        # controller granted it topic-wide); anyone else starts a new epoch.
-        self._epoch = requested_epoch if requested_epoch is not None else self._epoch + 1
-        if self._reserved_for is not None:
-            self._reserved_for = name  # the holder itself, or a newer grant's (a higher epoch)
+        # The topic's holder keeps the grant's epoch (_refuse_reserved checked it); a producer
+        # returning with the current epoch keeps it (it was the last holder); anyone else
+        # starts a new epoch.
+        if self._reserved_for is None:
+            self._epoch = requested_epoch if requested_epoch is not None else self._epoch + 1
         self._exclusive = Grant(handle, name, mode, self._epoch)
         return self._exclusive
 
@@ -261,6 +261,11 @@ class ProducerAccess:
     def _refuse_reserved(
         self, name: str, mode: ProducerAccessMode, requested_epoch: int | None
     ) -> None:
+        """While the topic is held, only its holder opens here, and under the grant's epoch:
+        only the controller's fence moves a reservation or raises a reserved segment's epoch.
+        (An epoch a client sends is a claim, not a grant: were a higher one to displace the
+        reservation, the controller's release at the grant's epoch would be stale, and the
+        segment would stay reserved for a producer nobody granted, for good.)"""
         holder = self._reserved_for
         if holder is None:
             return
@@ -268,15 +273,16 @@ class ProducerAccess:
             raise ProducerBusy(
                 f"producer {name!r} cannot open: the topic is held exclusively by {holder!r}"
             )
-        newer_grant = (
-            mode is ProducerAccessMode.EXCLUSIVE_WITH_FENCING
-            and requested_epoch is not None
-            and requested_epoch > self._epoch
-        )
-        if name != holder and not newer_grant:
+        if name != holder:
             raise ProducerBusy(
                 f"producer {name!r} cannot open: the topic is held exclusively by {holder!r} "
                 f"at epoch {self._epoch}"
+            )
+        if requested_epoch is not None and requested_epoch > self._epoch:
+            raise AccessError(
+                "InvalidRequest",
+                f"producer {name!r} asks for epoch {requested_epoch}, but the topic's grant "
+                f"is at epoch {self._epoch}: only the topic's controller raises it",
             )
 
     def _busy_message(self, name: str) -> str:
