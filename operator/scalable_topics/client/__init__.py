@@ -29,6 +29,7 @@ from .errors import (
     SendFailed,
     ServerError,
     Timeout,
+    TooManyOpen,
     Unauthorized,
 )
 from .producer import Producer
@@ -74,5 +75,6 @@ __all__ = [
     "SyncQueueConsumer",
     "SyncStreamConsumer",
     "Timeout",
+    "TooManyOpen",
     "Unauthorized",
 ]
