@@ -14,6 +14,9 @@ from typing import Any, Protocol
 import aiohttp
 import pytest
 
+from scalable_topics.broker.config import BrokerConfig
+from scalable_topics.broker.connection_limits import ConnectionLimits
+from scalable_topics.broker.open_files import FileBudget
 from scalable_topics.protocol import BatchMessage
 from scalable_topics.protocol.upgrade import REFUSAL_HEADER
 from scalable_topics.store import EmbeddedStore
@@ -173,6 +176,18 @@ async def test_past_the_limit_per_address_only_that_address_is_refused(
     assert (await broker.upgrade())[0] == 101
     metrics = await broker.metrics()
     assert metrics['st_broker_connections_refused_total{limit="max-connections-per-ip"}'] == 1
+
+
+def test_an_open_files_limit_that_lowers_the_connection_limit_is_named() -> None:
+    config = BrokerConfig(data_dir=Path("d"), store_url="embedded:x.db", max_connections=10_000)
+    limits = ConnectionLimits.of(config, FileBudget(limit=4_096, connections=2_048, segments=0))
+    assert limits.max_connections == 2_048
+    for _ in range(2_048):
+        assert limits.admit(None) is None
+    assert limits.admit(None) == (
+        "broker 127.0.0.1:6650 holds 2048 connections, its --max-connections (10000, lowered "
+        "to 2048 by the open-files limit of 4096); connect to another broker, or again later"
+    )
 
 
 async def _equals(value: Any, expected: float) -> bool:

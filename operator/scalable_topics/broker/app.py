@@ -175,10 +175,11 @@ def build_app(
         )
         retention = asyncio.get_running_loop().create_task(_retention_loop(registry, config))
         log.info(
-            "broker %s serving %s; it hosts up to %d segments",
+            "broker %s serving %s; it hosts up to %d segments and serves up to %d connections",
             config.identity,
             config.url,
             registry.capacity,
+            app[CONNECTION_LIMITS_KEY].max_connections,
         )
         try:
             yield

@@ -1,6 +1,7 @@
 """How many connections a broker serves, and how much one connection may hold open.
 
-- **Connections.** A broker serves at most ``--max-connections`` WebSockets, and at most
+- **Connections.** A broker serves at most ``--max-connections`` WebSockets (or half its
+  open-files limit when that is lower: each holds a socket, see open_files.py), and at most
   ``--max-connections-per-ip`` from one peer address (0, the default: no limit per address,
   since clients behind NAT or a proxy share one). The WebSocket handler takes a slot before the
   upgrade and gives it back when the connection ends; an upgrade past a limit is answered 503
@@ -26,6 +27,7 @@ from ..protocol import ErrorCode
 from ..protocol.upgrade import REFUSAL_HEADER
 from .config import BrokerConfig
 from .errors import BrokerError
+from .open_files import FileBudget, file_budget
 
 # Seconds a refused client is asked to wait: connections free up as clients leave, not at once.
 RETRY_AFTER_SECONDS: Final = 5
@@ -43,9 +45,19 @@ class ConnectionLimits:
         max_connections: int,
         max_connections_per_ip: int,
         max_open_per_connection: int,
+        lowered_from: int | None = None,
+        files: int | None = None,
     ) -> None:
+        """``lowered_from``: the --max-connections asked for, when ``files`` (the open-files
+        limit) lowered it to ``max_connections``."""
         self._identity = identity
         self.max_connections = max_connections
+        self._named = f"{MAX_CONNECTIONS_FLAG} ({max_connections})"
+        if lowered_from is not None:
+            self._named = (
+                f"{MAX_CONNECTIONS_FLAG} ({lowered_from}, lowered to {max_connections} by the "
+                f"open-files limit of {files})"
+            )
         self.max_connections_per_ip = max_connections_per_ip  # 0: no limit
         self.max_open_per_connection = max_open_per_connection
         self.connections = 0
@@ -54,12 +66,17 @@ class ConnectionLimits:
         self.opens_refused_total = 0
 
     @classmethod
-    def of(cls, config: BrokerConfig) -> ConnectionLimits:
+    def of(cls, config: BrokerConfig, budget: FileBudget | None = None) -> ConnectionLimits:
+        """The limits of ``config`` within ``budget`` (default: the process's open files)."""
+        budget = budget or file_budget(config.max_connections)
+        lowered = budget.connections < config.max_connections
         return cls(
             config.identity,
-            max_connections=config.max_connections,
+            max_connections=budget.connections,
             max_connections_per_ip=config.max_connections_per_ip,
             max_open_per_connection=config.max_open_per_connection,
+            lowered_from=config.max_connections if lowered else None,
+            files=budget.limit,
         )
 
     def admit(self, address: str | None) -> str | None:
@@ -69,8 +86,7 @@ class ConnectionLimits:
             self.refused[MAX_CONNECTIONS_FLAG] += 1
             return (
                 f"broker {self._identity} holds {self.connections} connections, its "
-                f"{MAX_CONNECTIONS_FLAG} ({self.max_connections}); connect to another broker, "
-                "or again later"
+                f"{self._named}; connect to another broker, or again later"
             )
         per_ip = self.max_connections_per_ip
         if address is not None and per_ip and self._by_address[address] >= per_ip:
