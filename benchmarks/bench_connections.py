@@ -1,14 +1,22 @@
-"""Broker memory across connection churn: RSS of one ``stctl broker`` process before and after
-``--cycles`` WebSocket connections opened and closed.
+"""Broker memory across connection churn, and what held connections cost: RSS of one
+``stctl broker`` process.
 
-The cycles mix what clients and attackers do, five kinds in turn: Connect and leave; leave
-before authenticating; a malformed frame, a wrong token, a text message (each closed by the
-broker: 1002, 1008, 1003). ``--workers`` connections run at once. Prints the broker's RSS
-after a warm-up, after the cycles and after the same number again, and the cycles per second.
-A broker that keeps nothing of a closed connection stays flat: the aim is within 5 MiB.
+Churn: ``--cycles`` WebSocket connections opened and closed, mixing what clients and attackers
+do, five kinds in turn: Connect and leave; leave before authenticating; a malformed frame, a
+wrong token, a text message (each closed by the broker: 1002, 1008, 1003). ``--workers``
+connections run at once. Prints the broker's RSS after a warm-up, after the cycles and after
+the same number again, and the cycles per second. A broker that keeps nothing of a closed
+connection stays flat: the aim is within 5 MiB.
+
+Held: ``--held`` connections (the broker's ``--max-connections``, 10,000 by default as the
+broker's own default) opened, authenticated and left idle: the RSS each costs; then
+``--refusals`` more upgrades, each refused with 503 at the limit, per second and what they
+leave; then the RSS once the held ones are closed (Python keeps the memory it had), and with as
+many held again (it reuses it). Kernel socket buffers are not in the RSS.
 Figures only: nothing here asserts.
 
-    python benchmarks/bench_connections.py [--cycles 10000] [--workers 16]
+    python benchmarks/bench_connections.py [--cycles 10000] [--workers 16] [--held 10000]
+        [--refusals 2000]
 """
 
 from __future__ import annotations
@@ -27,6 +35,7 @@ TESTS = Path(__file__).resolve().parents[1] / "tests"
 if str(TESTS) not in sys.path:
     sys.path.insert(0, str(TESTS))
 
+from scalable_topics.broker.open_files import raise_open_files_limit  # noqa: E402
 from scalable_topics.protocol import PROTOCOL_VERSION, Connect, encode_frame  # noqa: E402
 from support.broker_process import BrokerProcess  # noqa: E402
 
@@ -92,10 +101,56 @@ async def churn(url: str, cycles: int, workers: int) -> float:
     return time.perf_counter() - started
 
 
-async def measure(cycles: int, workers: int) -> None:
+async def hold(
+    http: aiohttp.ClientSession, url: str, count: int, workers: int
+) -> list[aiohttp.ClientWebSocketResponse]:
+    """Open ``count`` connections that authenticate and stay open, ``workers`` at a time."""
+    held: list[aiohttp.ClientWebSocketResponse] = []
+    counter = iter(range(count))
+
+    async def work() -> None:
+        for _ in counter:
+            ws = await http.ws_connect(url)
+            held.append(ws)
+            await connect_and_leave(ws)  # Connect and its answer; the socket stays open
+
+    await asyncio.gather(*(work() for _ in range(workers)))
+    return held
+
+
+async def refuse(url: str, attempts: int, workers: int) -> tuple[int, float]:
+    """Ask for ``attempts`` upgrades of a full broker; how many it refused with 503, and the
+    seconds it took."""
+    counter = iter(range(attempts))
+    refused = 0
+    started = time.perf_counter()
+    async with aiohttp.ClientSession() as http:
+
+        async def work() -> None:
+            nonlocal refused
+            for _ in counter:
+                try:
+                    async with http.ws_connect(url):
+                        pass
+                except aiohttp.WSServerHandshakeError as error:
+                    refused += error.status == 503
+
+        await asyncio.gather(*(work() for _ in range(workers)))
+    return refused, time.perf_counter() - started
+
+
+async def measure(cycles: int, workers: int, held_count: int, refusals: int) -> None:
     with tempfile.TemporaryDirectory() as folder:
         root = Path(folder)
-        broker = BrokerProcess(root, f"embedded://{root / 'store.db'}", None, "--auth-token", TOKEN)
+        broker = BrokerProcess(
+            root,
+            f"embedded://{root / 'store.db'}",
+            None,
+            "--auth-token",
+            TOKEN,
+            "--max-connections",
+            str(held_count),
+        )
         await broker.start()
         try:
             assert broker.process is not None
@@ -110,6 +165,22 @@ async def measure(cycles: int, workers: int) -> None:
             await churn(url, cycles, workers)
             await asyncio.sleep(1)
             again = rss_bytes(pid)
+            # No pool limit: every held WebSocket keeps its own connection.
+            connector = aiohttp.TCPConnector(limit=0)
+            async with aiohttp.ClientSession(connector=connector) as http:
+                held = await hold(http, url, held_count, workers)
+                await asyncio.sleep(1)
+                holding = rss_bytes(pid)
+                refused, refusing_seconds = await refuse(url, refusals, workers)
+                await asyncio.sleep(1)
+                after_refusals = rss_bytes(pid)
+                await asyncio.gather(*(ws.close() for ws in held))
+                await asyncio.sleep(1)
+                released = rss_bytes(pid)
+                held = await hold(http, url, held_count, workers)
+                await asyncio.sleep(1)
+                holding_again = rss_bytes(pid)
+                await asyncio.gather(*(ws.close() for ws in held))
         finally:
             broker.stop()
     print(f"broker RSS over connect/close cycles ({workers} at once, 5 kinds in turn)")
@@ -123,14 +194,37 @@ async def measure(cycles: int, workers: int) -> None:
         f"({(again - start) / MIB:+.1f} MiB since the warm-up)"
     )
     print(f"  {cycles / seconds:,.0f} cycles/s")
+    print(
+        f"broker RSS holding {held_count:,} idle authenticated connections (its --max-connections)"
+    )
+    print(
+        f"  holding them:                   {holding / MIB:8.1f} MiB  "
+        f"({(holding - again) / MIB:+.1f} MiB, {(holding - again) / held_count:,.0f} B each)"
+    )
+    print(
+        f"  {refused:,} of {refusals:,} more upgrades refused (503), "
+        f"{refusals / refusing_seconds:,.0f}/s: {after_refusals / MIB:8.1f} MiB  "
+        f"({(after_refusals - holding) / MIB:+.1f} MiB)"
+    )
+    print(
+        f"  all closed:                     {released / MIB:8.1f} MiB  "
+        f"({(released - again) / MIB:+.1f} MiB since before holding them)"
+    )
+    print(
+        f"  as many held again:             {holding_again / MIB:8.1f} MiB  "
+        f"({(holding_again - holding) / MIB:+.1f} MiB since holding the first)"
+    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--cycles", type=int, default=10_000)
     parser.add_argument("--workers", type=int, default=16)
+    parser.add_argument("--held", type=int, default=10_000)
+    parser.add_argument("--refusals", type=int, default=2_000)
     args = parser.parse_args()
-    asyncio.run(measure(args.cycles, args.workers))
+    raise_open_files_limit()  # this process holds a socket per held connection too
+    asyncio.run(measure(args.cycles, args.workers, args.held, args.refusals))
 
 
 if __name__ == "__main__":

@@ -52,6 +52,9 @@ def test_the_defaults_the_help_states_are_the_configs() -> None:
         ("--max-pending-publishes-per-producer", "0", "must be at least 1, not 0"),
         ("--max-unacked-messages-per-consumer", "-1", "must be at least 0, not -1"),
         ("--max-unacked-messages-per-subscription", "-1", "must be at least 0, not -1"),
+        ("--max-connections", "0", "must be at least 1, not 0"),
+        ("--max-connections-per-ip", "-1", "must be at least 0, not -1"),
+        ("--max-open-per-connection", "0", "must be at least 1, not 0"),
     ],
 )
 def test_values_out_of_range_are_refused_naming_the_flag(
@@ -67,7 +70,13 @@ def test_values_out_of_range_are_refused_naming_the_flag(
 
 
 def test_standalone_gives_its_child_brokers_the_same_limits(tmp_path: Path) -> None:
-    limits = {"max_unacked_messages_per_consumer": 0, "max_pending_publishes_per_producer": 9}
+    limits = {
+        "max_unacked_messages_per_consumer": 0,
+        "max_pending_publishes_per_producer": 9,
+        "max_connections": 300,
+        "max_connections_per_ip": 20,
+        "max_open_per_connection": 50,
+    }
     child = ChildBroker(
         broker_id="broker-1",
         data_dir=tmp_path / "broker-1",

@@ -8,6 +8,7 @@ import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from dag_objects import create_topic
 from fake_controller import FakeController
@@ -37,12 +38,13 @@ class RelayBroker:
 
 
 @contextlib.asynccontextmanager
-async def relay_broker(tmp_path: Path) -> AsyncIterator[RelayBroker]:
+async def relay_broker(tmp_path: Path, **settings: Any) -> AsyncIterator[RelayBroker]:
+    """``settings``: further BrokerConfig fields."""
     async with await EmbeddedStore.open(tmp_path / "store.db") as store:
         await create_topic(store, "default", "orders", None)
         informers = Informers(store, "scalable-topics")
         informers.start()
-        server = broker_server(store, tmp_path / "broker", informers)
+        server = broker_server(store, tmp_path / "broker", informers, **settings)
         await server.start_server()
         controller = FakeController()
         await controller.start()

@@ -15,6 +15,8 @@ from scalable_topics.admin.broker_admin import BROKER_FULL_STATUS, BrokerAdmin, 
 from scalable_topics.broker.open_files import (
     FILES_PER_SEGMENT,
     RESERVED_FILES,
+    FileBudget,
+    file_budget,
     raise_open_files_limit,
     segment_capacity,
 )
@@ -28,9 +30,16 @@ from support.eventually import eventually
 from support.servers import broker_server, controller_config
 
 
-def test_the_capacity_is_what_the_open_files_leave_after_a_reserve() -> None:
-    assert segment_capacity(RESERVED_FILES + 10 * FILES_PER_SEGMENT + FILES_PER_SEGMENT - 1) == 10
-    assert segment_capacity(100) == 0
+def test_the_capacity_is_what_the_open_files_leave_after_a_reserve_and_the_connections() -> None:
+    files = RESERVED_FILES + 10 * FILES_PER_SEGMENT + FILES_PER_SEGMENT - 1
+    assert segment_capacity(files, connections=0) == 10
+    assert segment_capacity(files + 30, connections=30) == 10
+    assert segment_capacity(100, connections=0) == 0
+    # Connections come first, up to half the files, so that few files still host segments.
+    assert file_budget(10_000, limit=1_048_576) == FileBudget(1_048_576, 10_000, 345_850)
+    assert file_budget(10_000, limit=20_000) == FileBudget(20_000, 10_000, 2_992)
+    assert file_budget(10_000, limit=4_096) == FileBudget(4_096, 2_048, 341)
+    assert file_budget(10_000, limit=1_024) == FileBudget(1_024, 512, 0)
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     try:
         assert raise_open_files_limit() == hard  # the soft limit goes up to the hard one

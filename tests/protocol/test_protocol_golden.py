@@ -100,7 +100,7 @@ ERROR_CODES = (
     "SegmentNotFound SubscriptionNotFound UnknownProducer UnknownConsumer UnknownWatch IdInUse "
     "ProducerBusy ProducerFenced ConsumerBusy SubscriptionTypeMismatch SegmentTerminated "
     "WrongBroker MessageTooLarge ServiceNotReady InternalError NotLeader UnknownRegistration "
-    "UnknownGrant"
+    "UnknownGrant TooManyOpen"
 )
 
 

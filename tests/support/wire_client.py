@@ -171,6 +171,14 @@ class WireClient:
             raise RequestFailed(reply)
         return reply
 
+    async def start_request(self, command: Any) -> asyncio.Future[Command]:
+        """Send a request answered later (a producer waiting for exclusive access, a watch
+        waiting for a layout); the future resolves to its answer, an Error included."""
+        future: asyncio.Future[Command] = asyncio.get_running_loop().create_future()
+        self._pending[command.request_id] = future
+        await self.send_command(command)
+        return future
+
     # -- producers ------------------------------------------------------------------------------
 
     async def open_producer(

@@ -24,10 +24,16 @@ from ..websocket_upgrade import client_left_during_upgrade
 from .admin import REGISTRY_KEY, TOKEN_KEY, add_routes, admin_errors
 from .body_timeout import body_timeout
 from .config import BrokerConfig
+from .connection_limits import ConnectionLimits, refused_upgrade
 from .controller_links import ControllerLinks
 from .drain_markers import DrainMarkers
 from .inflight import PublishCounters
-from .metrics import PUBLISH_COUNTERS_KEY, install_metrics, metrics_handler
+from .metrics import (
+    CONNECTION_LIMITS_KEY,
+    PUBLISH_COUNTERS_KEY,
+    install_metrics,
+    metrics_handler,
+)
 from .orphan_storage import reclaim_until_done, store_knows_broker
 from .registration import Registration
 from .registry import SegmentRegistry
@@ -47,6 +53,19 @@ _WEBSOCKET_SLACK_BYTES = 1024 * 1024
 
 
 async def websocket(request: web.Request) -> web.StreamResponse:
+    # Past a connection limit the upgrade is refused before anything is set up for it.
+    limits = request.app[CONNECTION_LIMITS_KEY]
+    address = request.remote  # the TCP peer: no forwarding header is believed
+    refusal = limits.admit(address)
+    if refusal is not None:
+        return refused_upgrade(refusal)
+    try:
+        return await _serve_websocket(request, limits)
+    finally:
+        limits.leave(address)
+
+
+async def _serve_websocket(request: web.Request, limits: ConnectionLimits) -> web.StreamResponse:
     config = request.app[CONFIG_KEY]
     # No aiohttp heartbeat and no autoping: the session's watchdog pings (see ws_watchdog.py).
     ws = web.WebSocketResponse(
@@ -64,6 +83,7 @@ async def websocket(request: web.Request) -> web.StreamResponse:
         controller_links=request.app[CONTROLLER_LINKS_KEY],
         publish_counters=request.app[PUBLISH_COUNTERS_KEY],
         authenticator=request.app[AUTHENTICATOR_KEY],
+        limits=limits,
     )
     sessions = request.app[SESSIONS_KEY]
     sessions.add(session)
@@ -108,6 +128,7 @@ def build_app(
     app[SESSIONS_KEY] = set()
     app.on_shutdown.append(_close_sessions)
     app[PUBLISH_COUNTERS_KEY] = PublishCounters()
+    app[CONNECTION_LIMITS_KEY] = ConnectionLimits.of(config)
     if config.auth_token is not None:
         app[TOKEN_KEY] = config.auth_token
     app[AUTHENTICATOR_KEY] = authenticator(config)
@@ -135,7 +156,8 @@ def build_app(
         controller_links = ControllerLinks(cached, config)
         await controller_links.start()
         app[CONTROLLER_LINKS_KEY] = controller_links
-        install_metrics(app)
+        sessions: set[Session] = app[SESSIONS_KEY]
+        install_metrics(app, sessions)
         known = await store_knows_broker(
             backend, config.system_namespace, config.identity, len(list(registry))
         )
@@ -153,10 +175,11 @@ def build_app(
         )
         retention = asyncio.get_running_loop().create_task(_retention_loop(registry, config))
         log.info(
-            "broker %s serving %s; it hosts up to %d segments",
+            "broker %s serving %s; it hosts up to %d segments and serves up to %d connections",
             config.identity,
             config.url,
             registry.capacity,
+            app[CONNECTION_LIMITS_KEY].max_connections,
         )
         try:
             yield

@@ -69,6 +69,27 @@ class BrokerConfig(BaseModel):
         description="the same over every consumer of a subscription on one segment (Pulsar's "
         "maxUnackedMessagesPerSubscription); 0: no limit",
     )
+    max_connections: int = Field(
+        default=10_000,
+        ge=1,
+        description="WebSockets served at once (an idle one costs about 19 KiB and a file "
+        "descriptor); past it an upgrade is answered 503 ServiceNotReady with Retry-After "
+        "(Pulsar's brokerMaxConnections)",
+    )
+    max_connections_per_ip: int = Field(
+        default=0,
+        ge=0,
+        description="WebSockets served at once from one peer address (Pulsar's "
+        "brokerMaxConnectionsPerIp); 0: no limit, the default, as clients behind NAT or a "
+        "proxy share one address",
+    )
+    max_open_per_connection: int = Field(
+        default=10_000,
+        ge=1,
+        description="producers (waiting ones included), consumers, DAG watches, consumer "
+        "registrations and exclusive grants one connection holds open, all kinds together; "
+        "a request past it is refused with TooManyOpen",
+    )
     retention_check_interval: float = Field(default=60.0, gt=0)
     load_window_seconds: float = Field(default=60.0, gt=0)
     system_namespace: str = Field(

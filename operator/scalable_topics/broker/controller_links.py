@@ -195,6 +195,11 @@ class ConnectionRelay(Generic[R]):
         self._relayed[relayed.relay_id] = relayed
         relayed.task = asyncio.get_running_loop().create_task(work, name=name)
 
+    @property
+    def open_count(self) -> int:
+        """The requests relayed (asked for, or answered and followed) and not ended."""
+        return len(self._relayed)
+
     def _forget(self, relayed: R) -> None:
         """Free its id (a later request may use it again)."""
         if self._relayed.get(relayed.relay_id) is relayed:

@@ -8,7 +8,8 @@ request counters (store/budget.py), and collectors turn them into metric familie
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
+from typing import Protocol
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry, generate_latest
@@ -17,11 +18,13 @@ from prometheus_client.registry import Collector
 
 from ..store.metrics import register_store_collectors
 from .admin import REGISTRY_KEY
+from .connection_limits import MAX_CONNECTIONS_FLAG, ConnectionLimits
 from .inflight import PublishCounters
 from .registry import SegmentRegistry
 from .topic_admin import INFORMERS_KEY, STORE_KEY
 
 PUBLISH_COUNTERS_KEY = web.AppKey("publish_counters", PublishCounters)
+CONNECTION_LIMITS_KEY = web.AppKey("connection_limits", ConnectionLimits)
 
 _SEGMENT = ["namespace", "topic", "segment"]
 _SUBSCRIPTION = [*_SEGMENT, "subscription"]
@@ -165,14 +168,65 @@ class PublishCollector(Collector):
         )
 
 
+class HoldsOpen(Protocol):
+    """A connection, as far as the limit on what it holds open goes (session.py)."""
+
+    @property
+    def open_handles(self) -> int: ...
+
+
+class ConnectionCollector(Collector):
+    """The connection limits at work (broker/connection_limits.py); what the connections hold
+    open is read from them at scrape time."""
+
+    def __init__(self, limits: ConnectionLimits, connections: Collection[HoldsOpen]) -> None:
+        self._limits = limits
+        self._connections = connections
+
+    def collect(self) -> Iterator[Metric]:
+        limits = self._limits
+        yield GaugeMetricFamily(
+            "st_broker_connections",
+            f"WebSockets open, upgrades under way included (bounded by {MAX_CONNECTIONS_FLAG})",
+            value=limits.connections,
+        )
+        refused = CounterMetricFamily(
+            "st_broker_connections_refused",
+            "WebSocket upgrades answered 503 at a connection limit, by the limit's flag",
+            labels=["limit"],
+        )
+        for flag, count in limits.refused.items():
+            refused.add_metric([flag.removeprefix("--")], count)
+        yield refused
+        held = [connection.open_handles for connection in self._connections]
+        yield GaugeMetricFamily(
+            "st_broker_open_handles",
+            "producers, consumers, watches, consumer registrations and exclusive grants open, "
+            "over every connection",
+            value=sum(held),
+        )
+        yield GaugeMetricFamily(
+            "st_broker_open_handles_connection_max",
+            "the most that one connection holds open now (bounded by --max-open-per-connection)",
+            value=max(held, default=0),
+        )
+        yield CounterMetricFamily(
+            "st_broker_opens_refused",
+            "requests refused with TooManyOpen: their connection held --max-open-per-connection",
+            value=limits.opens_refused_total,
+        )
+
+
 _METRICS_KEY = web.AppKey("metrics_registry", CollectorRegistry)
 
 
-def install_metrics(app: web.Application) -> None:
-    """Register the broker's collectors; called as the app starts, once its parts are set."""
+def install_metrics(app: web.Application, connections: Collection[HoldsOpen]) -> None:
+    """Register the broker's collectors; called as the app starts, once its parts are set.
+    ``connections``: the open sessions."""
     metrics = CollectorRegistry()
     metrics.register(SegmentCollector(app[REGISTRY_KEY]))
     metrics.register(PublishCollector(app[PUBLISH_COUNTERS_KEY]))
+    metrics.register(ConnectionCollector(app[CONNECTION_LIMITS_KEY], connections))
     register_store_collectors(metrics, app.get(STORE_KEY), app.get(INFORMERS_KEY))
     app[_METRICS_KEY] = metrics
 

@@ -1,13 +1,16 @@
-"""How many segments a broker can host: each one keeps files open, and a process may keep only
-so many.
+"""How many segments and connections a broker can hold: each keeps files open, and a process
+may keep only so many.
 
 A hosted segment holds FILES_PER_SEGMENT descriptors for as long as it is hosted (the log's
 data file and sparse index, and the cursor journal; the broker's one lock on its data directory
-stands for the segments' own); RESERVED_FILES more are left for connections, the store, and
-files read for a moment. Past
-its capacity a broker refuses to create segments (BrokerFull, HTTP 507) instead of failing
-every open, accept and fsync with EMFILE, and it announces the capacity with its heartbeat so
-that the controller places segments on brokers with room.
+stands for the segments' own), a client's WebSocket one (its socket). The connections come
+first: ``--max-connections``, or half the open-files limit when that is lower, so that a broker
+with few files still hosts segments. RESERVED_FILES are left for the store, the links to
+controllers and files read for a moment, and the segments have the rest. Past its capacity a
+broker refuses to create segments (BrokerFull, HTTP 507), and past its connections refuses
+upgrades (503, connection_limits.py), instead of failing every open, accept and fsync with
+EMFILE; it announces its segment capacity with its heartbeat so that the controller places
+segments on brokers with room.
 
 ``stctl broker`` raises its soft open-files limit to the hard one at start (as the Go runtime
 does), or to ``--max-open-files`` (raising the hard limit too needs the privilege to).
@@ -16,6 +19,7 @@ does), or to ``--max-open-files`` (raising the hard limit too needs the privileg
 from __future__ import annotations
 
 import resource
+from dataclasses import dataclass
 
 FILES_PER_SEGMENT = 3
 RESERVED_FILES = 1024
@@ -51,6 +55,24 @@ def open_files_limit() -> int:
     return soft if soft != resource.RLIM_INFINITY else 2**31
 
 
-def segment_capacity(limit: int) -> int:
-    """The segments a broker with ``limit`` open files can host."""
-    return max(0, (limit - RESERVED_FILES) // FILES_PER_SEGMENT)
+def segment_capacity(limit: int, *, connections: int) -> int:
+    """The segments a broker with ``limit`` open files, ``connections`` of them for
+    connections, can host."""
+    return max(0, (limit - RESERVED_FILES - connections) // FILES_PER_SEGMENT)
+
+
+@dataclass(frozen=True)
+class FileBudget:
+    """How a broker's open files are shared out."""
+
+    limit: int  # the process's open-files limit
+    connections: int  # WebSockets served at once
+    segments: int  # segments hosted at once
+
+
+def file_budget(max_connections: int, limit: int | None = None) -> FileBudget:
+    """The share of ``limit`` open files (default: the process's) for ``max_connections``
+    connections, lowered to half the limit, and for segments."""
+    files = open_files_limit() if limit is None else limit
+    connections = min(max_connections, files // 2)
+    return FileBudget(files, connections, segment_capacity(files, connections=connections))

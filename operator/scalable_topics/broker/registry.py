@@ -17,7 +17,7 @@ from ..model.resources import NAME_PATTERN
 from ..model.segment import parse_descriptor
 from ..protocol import ErrorCode, InitialPosition
 from .config import BrokerConfig
-from .open_files import FILES_PER_SEGMENT, open_files_limit, segment_capacity
+from .open_files import FILES_PER_SEGMENT, file_budget
 from .segment import BrokerFull, DrainGate, HostedSegment, SegmentError, SegmentKey
 from .segment_meta import SegmentMeta
 from .storage.durable_fs import DirectoryLock
@@ -60,7 +60,9 @@ class SegmentRegistry:
         open_files.py), the lower of it and ``config.max_segments``."""
         self._config = config
         self._gate = gate
-        limits = [segment_capacity(open_files_limit()) if capacity is None else capacity]
+        if capacity is None:
+            capacity = file_budget(config.max_connections).segments
+        limits = [capacity]
         if config.max_segments is not None:
             limits.append(config.max_segments)
         self.capacity = min(limits)

@@ -72,6 +72,7 @@ from ..protocol import (
 from ..tokens import Authenticated, Authenticator, TokenRefused
 from ..ws_watchdog import Watchdog
 from .config import BrokerConfig
+from .connection_limits import ConnectionLimits
 from .consumer_relay import ConsumerRelay
 from .controller_links import ConnectionLinks, ControllerLinks
 from .dispatch import Consumer, DispatchError
@@ -155,6 +156,7 @@ class Session:
         controller_links: ControllerLinks,
         publish_counters: PublishCounters | None = None,
         authenticator: Authenticator | None = None,
+        limits: ConnectionLimits | None = None,
     ) -> None:
         self._ws = ws
         self._config = config
@@ -183,6 +185,7 @@ class Session:
         self._consumer_relay: ConsumerRelay | None = None
         self._grant_relay: ProducerGrantRelay | None = None
         self._watchdog = Watchdog(ws, config.auth_timeout)
+        self._limits = limits or ConnectionLimits.of(config)
 
     # -- the read loop --------------------------------------------------------------------------
 
@@ -283,6 +286,8 @@ class Session:
 
     async def _dispatch(self, command: Command) -> None:
         self._authorize(command)
+        if isinstance(command, _OPENS):
+            self._limits.check_room(self.open_handles, type(command).__name__)
         match command:
             case Connect():
                 await self._connect(command)
@@ -685,6 +690,18 @@ class Session:
 
     # -- helpers --------------------------------------------------------------------------------
 
+    @property
+    def open_handles(self) -> int:
+        """What ``--max-open-per-connection`` bounds: producers (opening ones included),
+        consumers, watches, relayed registrations and grants, read from their tables."""
+        relayed = sum(
+            relay.open_count
+            for relay in (self._consumer_relay, self._grant_relay)
+            if relay is not None
+        )
+        held = len(self._producers) + len(self._opening) + len(self._consumers)
+        return held + len(self._watches) + relayed
+
     def _connection_links(self) -> ConnectionLinks:
         """This connection's links to controllers, shared by its consumer and grant relays."""
         if self._links is None:
@@ -793,6 +810,10 @@ class Session:
             # and a holder's grant stay with their controllers for the grace period.
             with contextlib.suppress(Exception):
                 await self._links.close()
+
+
+# The commands that open something a connection then holds (bounded by open_handles).
+_OPENS = (ProducerOpen, Subscribe, WatchTopic, RegisterConsumer, AcquireExclusive)
 
 
 def _topic_action(command: Command) -> tuple[Action, str] | None:

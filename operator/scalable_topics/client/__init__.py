@@ -33,6 +33,7 @@ from .errors import (
     SendFailed,
     ServerError,
     Timeout,
+    TooManyOpen,
     Unauthorized,
 )
 from .producer import Producer
@@ -80,6 +81,7 @@ __all__ = [
     "SyncQueueConsumer",
     "SyncStreamConsumer",
     "Timeout",
+    "TooManyOpen",
     "Unauthorized",
     "write_client_config",
 ]

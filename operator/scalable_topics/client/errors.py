@@ -92,6 +92,12 @@ class MessageTooLarge(ClientError):
     """A message exceeds the brokers' limit; it was not sent."""
 
 
+class TooManyOpen(ClientError):
+    """The broker refused to open one more producer, consumer, watch, registration or grant:
+    this client's connection to it holds as many as its ``--max-open-per-connection`` allows
+    (the message says how many). Not retried: close some first, or raise the broker's limit."""
+
+
 class ServerError(ClientError):
     """The broker or controller failed, or is not ready; retrying later may help."""
 
@@ -136,6 +142,7 @@ _BY_CODE: dict[ErrorCode, type[ClientError]] = {
     ErrorCode.PRODUCER_BUSY: ProducerBusy,
     ErrorCode.CONSUMER_BUSY: ConsumerBusy,
     ErrorCode.MESSAGE_TOO_LARGE: MessageTooLarge,
+    ErrorCode.TOO_MANY_OPEN: TooManyOpen,
 }
 
 # Refusals that a later attempt can overcome without the application changing anything.

@@ -69,6 +69,7 @@ _FATAL_CODES = frozenset(
         ErrorCode.INVALID_REQUEST,
         ErrorCode.NOT_AUTHORIZED,
         ErrorCode.AUTHENTICATION_FAILED,
+        ErrorCode.TOO_MANY_OPEN,
     }
 )
 

@@ -51,6 +51,7 @@ _FATAL_CODES = frozenset(
         ErrorCode.NOT_AUTHORIZED,
         ErrorCode.AUTHENTICATION_FAILED,
         ErrorCode.INVALID_REQUEST,
+        ErrorCode.TOO_MANY_OPEN,
     }
 )
 

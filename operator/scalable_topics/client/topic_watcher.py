@@ -23,6 +23,7 @@ from .errors import (
     ConnectionFailed,
     NotFound,
     Timeout,
+    TooManyOpen,
     Unauthorized,
 )
 from .pool import ConnectionPool
@@ -131,6 +132,9 @@ class TopicWatcher:
                 self._end(error)
                 return
             except Unauthorized as error:  # a wrong token: asking again gets the same answer
+                self._end(error)
+                return
+            except TooManyOpen as error:  # the application holds the broker's limit open
                 self._end(error)
                 return
             except ClientError as error:

@@ -145,7 +145,8 @@ def add_broker(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         type=int,
         metavar="N",
         help="raise the open-files limit to N at start (default: to the hard limit); a hosted "
-        "segment keeps 3 files open, so this bounds the segments the broker hosts",
+        "segment keeps 3 files open and a connection 1, so this bounds the segments the broker "
+        "hosts beside its --max-connections (which it lowers to N/2)",
     )
     broker.add_argument(
         "--max-segments",

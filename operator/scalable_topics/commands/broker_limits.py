@@ -24,6 +24,27 @@ class _Limit:
 
 LIMITS = (
     _Limit(
+        "max_connections",
+        "10000",
+        "WebSockets the broker serves at once (about 19 KiB and a file descriptor each when "
+        "idle); past it an upgrade is answered 503 ServiceNotReady with Retry-After, and clients "
+        "try another broker or again later",
+    ),
+    _Limit(
+        "max_connections_per_ip",
+        "0",
+        "the same from one client address; 0: no limit, since clients behind NAT or a proxy "
+        "share one address",
+        minimum=0,
+    ),
+    _Limit(
+        "max_open_per_connection",
+        "10000",
+        "producers (waiting ones included), consumers, watches, consumer registrations and "
+        "exclusive grants one connection holds open, all together; a request past it is "
+        "refused (TooManyOpen) and the rest of the connection carries on",
+    ),
+    _Limit(
         "max_pending_publishes_per_connection",
         "1000",
         "sends a connection may have read and not answered; at the limit the broker stops "

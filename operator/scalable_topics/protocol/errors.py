@@ -43,6 +43,10 @@ class ErrorCode(StrEnum):
     NOT_LEADER = "NotLeader"
     UNKNOWN_REGISTRATION = "UnknownRegistration"
     UNKNOWN_GRANT = "UnknownGrant"
+    # A request that would open one more producer, consumer, watch, registration or grant on a
+    # connection holding the broker's limit of them: the application holds them, so no retry
+    # helps until it closes some (unlike ServiceNotReady, which clients retry).
+    TOO_MANY_OPEN = "TooManyOpen"
 
     @property
     def closes_connection(self) -> bool:
