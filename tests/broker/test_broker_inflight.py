@@ -7,6 +7,7 @@ wants, and the assertions read the broker's own counters, never the clock.
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
@@ -272,4 +273,33 @@ async def test_the_broker_remembers_a_bounded_number_of_closed_producers(
         assert isinstance(oldest, SendError) and oldest.code is ErrorCode.UNKNOWN_PRODUCER
         assert isinstance(newest, SendError) and newest.code is ErrorCode.SERVICE_NOT_READY
     finally:
+        await client.close()
+
+
+async def test_acknowledgements_waiting_for_the_disk_stop_the_reading_at_their_limit(
+    start_broker: StartBroker, disk: Disk
+) -> None:
+    """Each acknowledgement waits for its cursor's fsync; a client acknowledging in a loop
+    while the disk is slow makes the broker hold at most the pending-request limit."""
+    broker = await start_broker(max_pending_requests_per_connection=4)
+    await broker.segment()
+    client = await broker.client()
+    try:
+        await client.open_producer(1, TOPIC, 0)
+        for sequence in range(20):
+            await client.send(1, sequence, *batch(sequence))
+        await client.subscribe(2, TOPIC, 0, "sub", SegmentSubscriptionType.SHARED)
+        messages = await client.receive_n(2, 20)
+        disk.hold()
+        acks = [asyncio.ensure_future(client.ack(2, message.message_id)) for message in messages]
+        await eventually(lambda: broker.counters.requests_pending == 4, "four acks pending")
+        await eventually(
+            lambda: broker.counters.request_read_pauses_total >= 1, "the connection unread"
+        )
+        assert not any(ack.done() for ack in acks)
+        disk.release()
+        await asyncio.gather(*acks)  # every one answered once the disk moves again
+        await eventually(lambda: broker.counters.requests_pending == 0, "nothing pending")
+    finally:
+        disk.release()
         await client.close()

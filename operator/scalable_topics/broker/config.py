@@ -44,6 +44,13 @@ class BrokerConfig(BaseModel):
         "broker stops reading the connection until an answer goes out (Pulsar's "
         "maxPendingPublishRequestsPerConnection)",
     )
+    max_pending_requests_per_connection: int = Field(
+        default=1000,
+        ge=1,
+        description="requests other than sends (acknowledgements, seeks) read "
+        "on one connection and not yet answered; at the limit the broker stops reading the "
+        "connection until one is answered",
+    )
     max_pending_publish_bytes_per_connection: int = Field(
         default=64 * 1024 * 1024,
         ge=1,

@@ -56,6 +56,10 @@ class PublishCounters:
     """Times a connection stopped being read because it reached a limit."""
     producers_over_limit_total: int = 0
     """Producers closed because a send came past the per-producer limit."""
+    requests_pending: int = 0
+    """Requests other than sends read and not answered yet (PendingRequests)."""
+    request_read_pauses_total: int = 0
+    """Times a connection stopped being read at its pending-request limit."""
 
 
 class ConnectionPublishes:
@@ -121,3 +125,44 @@ class ConnectionPublishes:
 
     def _full(self) -> bool:
         return self._sends >= self._max_sends or self._bytes >= self._max_bytes
+
+
+class PendingRequests:
+    """Requests other than sends that one connection has read and not answered: each runs as
+    a task (an acknowledgement waits for its cursor's fsync, a seek for the log). Without a
+    bound, a client acknowledging in a loop during a slow fsync would make the broker hold a
+    task per frame; at the limit the read loop waits (TCP backpressure), as it does at the
+    in-flight publish limits."""
+
+    def __init__(self, limit: int, counters: PublishCounters) -> None:
+        self._limit = limit
+        self._counters = counters
+        self._count = 0
+        self._room = asyncio.Event()
+        self._room.set()
+
+    @property
+    def count(self) -> int:
+        return self._count
+
+    @property
+    def full(self) -> bool:
+        return not self._room.is_set()
+
+    def started(self, task: asyncio.Task[None]) -> None:
+        self._count += 1
+        self._counters.requests_pending += 1
+        if self._count >= self._limit:
+            self._room.clear()
+        task.add_done_callback(self._ended)
+
+    def _ended(self, _: asyncio.Task[None]) -> None:
+        self._count -= 1
+        self._counters.requests_pending -= 1
+        if self._count < self._limit:
+            self._room.set()
+
+    async def room(self) -> None:
+        if not self._room.is_set():
+            self._counters.request_read_pauses_total += 1
+            await self._room.wait()

@@ -161,6 +161,17 @@ class PublishCollector(Collector):
             "times a connection stopped being read at its in-flight publish limit",
             value=counters.read_pauses_total,
         )
+        yield GaugeMetricFamily(
+            "st_broker_requests_pending",
+            "requests other than sends (acknowledgements, seeks) read and not answered yet, "
+            "over every connection",
+            value=counters.requests_pending,
+        )
+        yield CounterMetricFamily(
+            "st_broker_request_read_pauses",
+            "times a connection stopped being read at its pending-request limit",
+            value=counters.request_read_pauses_total,
+        )
         yield CounterMetricFamily(
             "st_broker_producers_over_limit",
             "producers closed because a send came past the per-producer in-flight limit",

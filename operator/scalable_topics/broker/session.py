@@ -77,7 +77,7 @@ from .consumer_relay import ConsumerRelay
 from .controller_links import ConnectionLinks, ControllerLinks
 from .dispatch import Consumer, DispatchError
 from .errors import BrokerError
-from .inflight import ConnectionPublishes, PublishCounters
+from .inflight import ConnectionPublishes, PendingRequests, PublishCounters
 from .producer_grant_relay import ProducerGrantRelay
 from .registry import SegmentRegistry, split_topic
 from .segment import HostedSegment, SegmentError
@@ -169,11 +169,13 @@ class Session:
         # Producers the broker closed (fenced, segment terminated, past their in-flight limit):
         # why, for their late sends, which are answered after the producer's last answer.
         self._closed_producers: dict[int, tuple[ErrorCode, str, _Producer]] = {}
+        counters = publish_counters or PublishCounters()
         self._publishes = ConnectionPublishes(
             config.max_pending_publishes_per_connection,
             config.max_pending_publish_bytes_per_connection,
-            publish_counters or PublishCounters(),
+            counters,
         )
+        self._requests = PendingRequests(config.max_pending_requests_per_connection, counters)
         self._opening: dict[int, asyncio.Task[None]] = {}
         self._consumers: dict[int, _Consumer] = {}
         self._tasks: set[asyncio.Task[None]] = set()
@@ -228,12 +230,14 @@ class Session:
                     return None  # the client went away before its ping was answered
             elif frame.type is WSMsgType.ERROR:
                 return None  # aiohttp closed it (1009 for a message above its size limit)
-            if self._publishes.full:
-                # At an in-flight publish limit the next frame stays unread (TCP
-                # backpressure); the peer's silence meanwhile is the broker's doing.
+            if self._publishes.full or self._requests.full:
+                # At an in-flight limit the next frame stays unread (TCP backpressure); the
+                # peer's silence meanwhile is the broker's doing.
                 self._watchdog.hold(True)
                 try:
-                    await self._publishes.room()
+                    while self._publishes.full or self._requests.full:
+                        await self._publishes.room()
+                        await self._requests.room()
                 finally:
                     self._watchdog.hold(False)
         return None
@@ -297,7 +301,7 @@ class Session:
                 consumer = self._consumer(command.consumer_id)
                 consumer.subscription.add_permits(consumer.dispatch_id, command.permits)
             case Ack():
-                self._spawn(self._ack(command))
+                self._spawn_request(self._ack(command))
             case Nack():
                 consumer = self._consumer(command.consumer_id)
                 consumer.subscription.nack(
@@ -324,7 +328,7 @@ class Session:
             case Unsubscribe():
                 await self._unsubscribe(command)
             case Seek():
-                self._spawn(self._seek(command))
+                self._spawn_request(self._seek(command))
             case Ping():
                 await self.send(Pong())
             case Pong():
@@ -413,6 +417,8 @@ class Session:
         self._opening[command.producer_id] = task
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        # Not a pending request: a WaitForExclusive admission may wait for frames of this
+        # connection (a producer it closes); --max-open-per-connection bounds these.
 
     async def _admit(self, command: ProducerOpen, producer: _Producer) -> None:
         try:
@@ -770,10 +776,16 @@ class Session:
 
         self._spawn(send_when_answered())
 
-    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
         task = asyncio.get_running_loop().create_task(work)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        return task
+
+    def _spawn_request(self, work: Coroutine[Any, Any, None]) -> None:
+        """Run a client's request (an acknowledgement, a seek) as a task: it counts towards
+        the connection's pending requests until it ends."""
+        self._requests.started(self._spawn(work))
 
     async def send(self, command: Command) -> None:
         if self._ws.closed:

@@ -51,6 +51,13 @@ LIMITS = (
         "reading the connection until an answer goes out (TCP backpressure, no error)",
     ),
     _Limit(
+        "max_pending_requests_per_connection",
+        "1000",
+        "requests other than sends (acknowledgements, seeks) a connection may "
+        "have read and not answered; at the limit the broker stops reading the connection "
+        "until one is answered (TCP backpressure, no error)",
+    ),
+    _Limit(
         "max_pending_publish_bytes_per_connection",
         "67108864, 64 MiB",
         "the same in bytes held: payloads, keys and properties twice (decoded, and in the log "
