@@ -33,7 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pydantic_core import ErrorDetails
 
 from ..model.resources import namespace_problem
-from .private_files import replace_file
+from ..private_files import replace_file
 from .service_urls import parse_service_urls
 
 API_VERSION = "scalabletopics.dev/v1"

@@ -18,8 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..kubeapi.files import write_replacing
 from ..kubeapi.kubeconfig import load_or_create_token
+from ..private_files import replace_file
 from ..tokens import generate_key, issue, load_private_key, public_pem
 
 ADMIN_SUBJECT = "standalone-admin"
@@ -41,13 +41,13 @@ def prepare_credentials(data_dir: Path) -> StandaloneCredentials:
     private_path = data_dir / "token.key"
     public_path = data_dir / "token.pub"
     if not private_path.exists():
-        write_replacing(private_path, generate_key()[0], 0o600)
+        replace_file(private_path, generate_key()[0], 0o600)
     key = load_private_key(private_path)
     # Derived at every start: the public half always matches the private one.
-    write_replacing(public_path, public_pem(key), 0o644)
+    replace_file(public_path, public_pem(key), 0o644)
     cluster_path = data_dir / "cluster.token"
     cluster_token = load_or_create_token(cluster_path)
     admin_path = data_dir / "admin.token"
     admin = issue(key, ADMIN_SUBJECT, ["admin:*"], ADMIN_TOKEN_DAYS * 86400)
-    write_replacing(admin_path, (admin + "\n").encode(), 0o600)
+    replace_file(admin_path, (admin + "\n").encode(), 0o600)
     return StandaloneCredentials(cluster_token, cluster_path, private_path, public_path, admin_path)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import yaml
 
-from .files import write_replacing
+from ..private_files import replace_file
 
 CONTEXT = "scalable-topics"
 
@@ -58,4 +58,4 @@ def write_kubeconfig(
 
 
 def _write_private(path: Path, text: str) -> None:
-    write_replacing(path, text.encode(), 0o600)
+    replace_file(path, text.encode(), 0o600)

@@ -18,7 +18,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from .files import write_replacing
+from ..private_files import replace_file
 
 VALIDITY = datetime.timedelta(days=3650)
 HOSTS = ("localhost", "127.0.0.1", "::1")
@@ -48,9 +48,9 @@ def load_or_create(directory: Path, hosts: tuple[str, ...] = HOSTS) -> ServingId
         return ServingIdentity(certificate, key, authority.read_bytes())
     directory.mkdir(parents=True, exist_ok=True)
     authority_pem, certificate_pem, key_pem = _issue(hosts)
-    write_replacing(authority, authority_pem, 0o644)
-    write_replacing(key, key_pem, 0o600)
-    write_replacing(certificate, certificate_pem, 0o644)
+    replace_file(authority, authority_pem, 0o644)
+    replace_file(key, key_pem, 0o600)
+    replace_file(certificate, certificate_pem, 0o644)
     return ServingIdentity(certificate, key, authority_pem)
 
 

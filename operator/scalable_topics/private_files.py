@@ -1,5 +1,7 @@
-"""Replacing a small file that holds a secret, or names one: whole or not at all, with its mode
-from the moment it exists (never readable by others, not even while it is written)."""
+"""Replacing a small file that holds a secret, or names one (a token, a key, a kubeconfig, the
+client configuration): whole or not at all, with its mode from the moment it exists (never
+readable by others, not even while it is written). Standard library only: the client, the API
+server and the commands share it."""
 
 from __future__ import annotations
 
