@@ -28,9 +28,8 @@ from scalable_topics.protocol import (
     SendError,
     SendReceipt,
 )
-from scalable_topics.store import EmbeddedStore
 from support.eventually import eventually
-from support.servers import broker_server
+from support.servers import broker_servers
 from support.wire_client import WireClient
 
 TOPIC = "default/orders"
@@ -90,20 +89,13 @@ class StartBroker(Protocol):
 
 @pytest.fixture
 async def start_broker(tmp_path: Path) -> AsyncIterator[StartBroker]:
-    servers = []
-    async with await EmbeddedStore.open(tmp_path / "store.db") as store:
+    async with broker_servers(tmp_path) as start_server:
 
         async def start(**settings: int) -> Broker:
-            server = broker_server(store, tmp_path / f"broker-{len(servers)}", **settings)
-            await server.start_server()
-            servers.append(server)
+            server = await start_server(**settings)
             return Broker(f"127.0.0.1:{server.port}", server.app[PUBLISH_COUNTERS_KEY])
 
-        try:
-            yield start
-        finally:
-            for server in servers:
-                await server.close()
+        yield start
 
 
 def batch(sequence: int, prefix: str = "m") -> list[BatchMessage]:

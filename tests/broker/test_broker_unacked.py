@@ -16,9 +16,8 @@ import aiohttp
 import pytest
 
 from scalable_topics.protocol import BatchMessage, DeliveredMessage, SegmentSubscriptionType
-from scalable_topics.store import EmbeddedStore
 from support.eventually import eventually
-from support.servers import broker_server
+from support.servers import broker_servers
 from support.wire_client import WireClient
 
 TOPIC = "default/orders"
@@ -60,22 +59,15 @@ class StartBroker(Protocol):
 
 @pytest.fixture
 async def start_broker(tmp_path: Path) -> AsyncIterator[StartBroker]:
-    servers = []
-    async with await EmbeddedStore.open(tmp_path / "store.db") as store:
+    async with broker_servers(tmp_path) as start_server:
 
         async def start(**settings: int) -> Broker:
-            server = broker_server(store, tmp_path / f"broker-{len(servers)}", **settings)
-            await server.start_server()
-            servers.append(server)
+            server = await start_server(**settings)
             broker = Broker(f"127.0.0.1:{server.port}")
             await broker.admin("PUT", body={"subscriptions": ["sub"]})
             return broker
 
-        try:
-            yield start
-        finally:
-            for server in servers:
-                await server.close()
+        yield start
 
 
 KEYS = [f"key-{n}" for n in range(12)]

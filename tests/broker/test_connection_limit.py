@@ -19,9 +19,8 @@ from scalable_topics.broker.connection_limits import ConnectionLimits
 from scalable_topics.broker.open_files import FileBudget
 from scalable_topics.protocol import BatchMessage
 from scalable_topics.protocol.upgrade import REFUSAL_HEADER
-from scalable_topics.store import EmbeddedStore
 from support.eventually import eventually
-from support.servers import broker_server
+from support.servers import broker_servers
 from support.wire_client import WireClient, abandon_upgrade
 
 TOPIC = "default/orders"
@@ -73,13 +72,10 @@ class StartBroker(Protocol):
 
 @pytest.fixture
 async def start_broker(tmp_path: Path) -> AsyncIterator[StartBroker]:
-    servers = []
-    async with await EmbeddedStore.open(tmp_path / "store.db") as store:
+    async with broker_servers(tmp_path) as start_server:
 
         async def start(**settings: int) -> Broker:
-            server = broker_server(store, tmp_path / f"broker-{len(servers)}", **settings)
-            await server.start_server()
-            servers.append(server)
+            server = await start_server(**settings)
             broker = Broker(server.port)
             async with (
                 aiohttp.ClientSession() as http,
@@ -90,11 +86,7 @@ async def start_broker(tmp_path: Path) -> AsyncIterator[StartBroker]:
                 assert response.status == 201, await response.text()
             return broker
 
-        try:
-            yield start
-        finally:
-            for server in servers:
-                await server.close()
+        yield start
 
 
 async def test_past_the_limit_an_upgrade_is_refused_and_the_rest_carries_on(

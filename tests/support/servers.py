@@ -4,7 +4,9 @@ moment it is chosen (see ports.py), so that the address it advertises is its own
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +15,7 @@ from aiohttp.test_utils import TestServer
 from scalable_topics.broker.app import build_app, runner_options
 from scalable_topics.broker.config import BrokerConfig
 from scalable_topics.controller.manager import ControllerConfig
-from scalable_topics.store import Store
+from scalable_topics.store import EmbeddedStore, Store
 from scalable_topics.store.informers import Informers
 
 from .ports import loopback_socket, port_of
@@ -71,3 +73,26 @@ def controller_config(identity: str, **settings: Any) -> ControllerConfig:
         listen_socket=sock,
         **settings,
     )
+
+
+StartServer = Callable[..., Awaitable[TestServer]]
+
+
+@contextlib.asynccontextmanager
+async def broker_servers(root: Path) -> AsyncIterator[StartServer]:
+    """Brokers on one embedded store under ``root``, each started by a call with its
+    BrokerConfig ``settings`` (in ``root/broker-<n>``), all closed when the context ends."""
+    servers: list[TestServer] = []
+    async with await EmbeddedStore.open(root / "store.db") as store:
+
+        async def start(**settings: Any) -> TestServer:
+            server = broker_server(store, root / f"broker-{len(servers)}", **settings)
+            await server.start_server()
+            servers.append(server)
+            return server
+
+        try:
+            yield start
+        finally:
+            for server in servers:
+                await server.close()
