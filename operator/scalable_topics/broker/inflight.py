@@ -8,6 +8,8 @@ log has it, the receipt waiting for its turn. Two limits bound that:
   the connection (:meth:`ConnectionPublishes.room`, awaited before each frame is read) until an
   answer goes out. The client's next frames wait in its own socket buffers, so the backpressure
   reaches it through TCP, without an error and without the broker buffering anything more.
+  The other requests a connection's frames start as tasks (acknowledgements, seeks) count at
+  the same gate, against a limit of their own.
 - **Per producer**, in sends: a send past it is refused and its producer closed (see the
   session), so a producer that ignores its window costs the others on the connection nothing
   beyond its own share of the connection's window.
@@ -57,24 +59,33 @@ class PublishCounters:
     producers_over_limit_total: int = 0
     """Producers closed because a send came past the per-producer limit."""
     requests_pending: int = 0
-    """Requests other than sends read and not answered yet (PendingRequests)."""
+    """Requests other than sends read and not answered yet (acknowledgements, seeks)."""
     request_read_pauses_total: int = 0
     """Times a connection stopped being read at its pending-request limit."""
 
 
 class ConnectionPublishes:
-    """The sends one connection has in flight, and the gate its read loop waits at."""
+    """What one connection has in flight, and the one gate its read loop waits at: sends (in
+    count and in bytes) and the other requests its frames started as tasks (an
+    acknowledgement waits for its cursor's fsync, a seek for the log; without a bound, a
+    client acknowledging in a loop during a slow fsync would make the broker hold a task per
+    frame). At any of the three limits the next frame stays unread (TCP backpressure)."""
 
-    def __init__(self, max_sends: int, max_bytes: int, counters: PublishCounters) -> None:
-        if max_sends < 1 or max_bytes < 1:
+    def __init__(
+        self, max_sends: int, max_bytes: int, counters: PublishCounters, max_requests: int = 1000
+    ) -> None:
+        if max_sends < 1 or max_bytes < 1 or max_requests < 1:
             raise ValueError(
-                f"in-flight limits must be at least 1, not {max_sends} sends / {max_bytes} bytes"
+                f"in-flight limits must be at least 1, not {max_sends} sends / {max_bytes} "
+                f"bytes / {max_requests} requests"
             )
         self._max_sends = max_sends
         self._max_bytes = max_bytes
+        self._max_requests = max_requests
         self._counters = counters
         self._sends = 0
         self._bytes = 0
+        self._requests = 0
         self._room = asyncio.Event()
         self._room.set()
 
@@ -95,8 +106,7 @@ class ConnectionPublishes:
         counters.in_flight += 1
         counters.in_flight_bytes += size
         counters.most_in_flight = max(counters.most_in_flight, self._sends)
-        if self._full():
-            self._room.clear()
+        self._update_room()
         return size
 
     def answered(self, size: int) -> None:
@@ -105,8 +115,19 @@ class ConnectionPublishes:
         self._bytes -= size
         self._counters.in_flight -= 1
         self._counters.in_flight_bytes -= size
-        if not self._full():
-            self._room.set()
+        self._update_room()
+
+    def request_started(self, task: asyncio.Task[None]) -> None:
+        """Count a request other than a send until its task ends."""
+        self._requests += 1
+        self._counters.requests_pending += 1
+        self._update_room()
+        task.add_done_callback(self._request_ended)
+
+    def _request_ended(self, _: asyncio.Task[None]) -> None:
+        self._requests -= 1
+        self._counters.requests_pending -= 1
+        self._update_room()
 
     def producer_over_limit(self) -> None:
         self._counters.producers_over_limit_total += 1
@@ -117,52 +138,21 @@ class ConnectionPublishes:
         return not self._room.is_set()
 
     async def room(self) -> None:
-        """Return once the connection may read its next frame: below both limits."""
+        """Return once the connection may read its next frame: below every limit."""
         if self._room.is_set():
             return
-        self._counters.read_pauses_total += 1
+        if self._requests >= self._max_requests:
+            self._counters.request_read_pauses_total += 1
+        else:
+            self._counters.read_pauses_total += 1
         await self._room.wait()
 
-    def _full(self) -> bool:
-        return self._sends >= self._max_sends or self._bytes >= self._max_bytes
-
-
-class PendingRequests:
-    """Requests other than sends that one connection has read and not answered: each runs as
-    a task (an acknowledgement waits for its cursor's fsync, a seek for the log). Without a
-    bound, a client acknowledging in a loop during a slow fsync would make the broker hold a
-    task per frame; at the limit the read loop waits (TCP backpressure), as it does at the
-    in-flight publish limits."""
-
-    def __init__(self, limit: int, counters: PublishCounters) -> None:
-        self._limit = limit
-        self._counters = counters
-        self._count = 0
-        self._room = asyncio.Event()
-        self._room.set()
-
-    @property
-    def count(self) -> int:
-        return self._count
-
-    @property
-    def full(self) -> bool:
-        return not self._room.is_set()
-
-    def started(self, task: asyncio.Task[None]) -> None:
-        self._count += 1
-        self._counters.requests_pending += 1
-        if self._count >= self._limit:
+    def _update_room(self) -> None:
+        if (
+            self._sends >= self._max_sends
+            or self._bytes >= self._max_bytes
+            or self._requests >= self._max_requests
+        ):
             self._room.clear()
-        task.add_done_callback(self._ended)
-
-    def _ended(self, _: asyncio.Task[None]) -> None:
-        self._count -= 1
-        self._counters.requests_pending -= 1
-        if self._count < self._limit:
+        else:
             self._room.set()
-
-    async def room(self) -> None:
-        if not self._room.is_set():
-            self._counters.request_read_pauses_total += 1
-            await self._room.wait()

@@ -77,7 +77,7 @@ from .consumer_relay import ConsumerRelay
 from .controller_links import ConnectionLinks, ControllerLinks
 from .dispatch import Consumer, DispatchError
 from .errors import BrokerError
-from .inflight import ConnectionPublishes, PendingRequests, PublishCounters
+from .inflight import ConnectionPublishes, PublishCounters
 from .producer_grant_relay import ProducerGrantRelay
 from .registry import SegmentRegistry, split_topic
 from .segment import HostedSegment, SegmentError
@@ -169,13 +169,12 @@ class Session:
         # Producers the broker closed (fenced, segment terminated, past their in-flight limit):
         # why, for their late sends, which are answered after the producer's last answer.
         self._closed_producers: dict[int, tuple[ErrorCode, str, _Producer]] = {}
-        counters = publish_counters or PublishCounters()
         self._publishes = ConnectionPublishes(
             config.max_pending_publishes_per_connection,
             config.max_pending_publish_bytes_per_connection,
-            counters,
+            publish_counters or PublishCounters(),
+            config.max_pending_requests_per_connection,
         )
-        self._requests = PendingRequests(config.max_pending_requests_per_connection, counters)
         self._opening: dict[int, asyncio.Task[None]] = {}
         self._consumers: dict[int, _Consumer] = {}
         self._tasks: set[asyncio.Task[None]] = set()
@@ -230,14 +229,12 @@ class Session:
                     return None  # the client went away before its ping was answered
             elif frame.type is WSMsgType.ERROR:
                 return None  # aiohttp closed it (1009 for a message above its size limit)
-            if self._publishes.full or self._requests.full:
+            if self._publishes.full:
                 # At an in-flight limit the next frame stays unread (TCP backpressure); the
                 # peer's silence meanwhile is the broker's doing.
                 self._watchdog.hold(True)
                 try:
-                    while self._publishes.full or self._requests.full:
-                        await self._publishes.room()
-                        await self._requests.room()
+                    await self._publishes.room()
                 finally:
                     self._watchdog.hold(False)
         return None
@@ -785,7 +782,7 @@ class Session:
     def _spawn_request(self, work: Coroutine[Any, Any, None]) -> None:
         """Run a client's request (an acknowledgement, a seek) as a task: it counts towards
         the connection's pending requests until it ends."""
-        self._requests.started(self._spawn(work))
+        self._publishes.request_started(self._spawn(work))
 
     async def send(self, command: Command) -> None:
         if self._ws.closed:
