@@ -18,6 +18,7 @@ from typing import Any
 import aiohttp
 import pytest
 from aiohttp.test_utils import TestServer
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from dag_objects import AT, create_topic, put_segments
 
 from scalable_topics import tokens
@@ -381,11 +382,8 @@ async def test_the_control_plane_surfaces_and_metrics(cluster: Cluster, who: str
 
 
 def foreign_token() -> str:
-    other_key, _ = tokens.generate_key()
-    from cryptography.hazmat.primitives.serialization import load_pem_private_key
-
-    key = load_pem_private_key(other_key, password=None)
-    return tokens.issue(key, "intruder", ["admin:*"], 600)  # type: ignore[arg-type]
+    """A well-formed token signed by a key the brokers do not know."""
+    return tokens.issue(Ed25519PrivateKey.generate(), "intruder", ["admin:*"], 600)
 
 
 @pytest.mark.parametrize("offered", ["none", "wrong secret", "expired", "foreign key"])
