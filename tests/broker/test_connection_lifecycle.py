@@ -21,6 +21,7 @@ from scalable_topics.protocol import (
     Error,
     ErrorCode,
     Ping,
+    WatchNamespace,
     decode_frame,
     encode_frame,
 )
@@ -143,6 +144,23 @@ async def test_the_broker_closes_with_the_code_of_the_reason(server: TestServer,
     assert (errors, code) == (expected_errors, expected_code)
     if expected_errors:
         assert reason == expected_errors[0].value or code == 1003
+
+
+async def test_a_command_newer_than_the_negotiated_version_closes_the_connection(
+    server: TestServer,
+) -> None:
+    """A client that agreed on version 1 and sends a version 2 command is refused as a peer
+    that speaks version 1 would refuse it: UnknownCommand, close 1002."""
+    async with (
+        aiohttp.ClientSession() as http,
+        http.ws_connect(url_of(server) + "/ws", max_msg_size=0) as ws,
+    ):
+        await ws.send_bytes(encode_frame(Connect(1, (1,), "old", TOKEN)))
+        connected = decode_frame((await ws.receive(timeout=WAIT)).data, 1 << 30)
+        assert isinstance(connected, Connected) and connected.protocol_version == 1
+        await ws.send_bytes(encode_frame(WatchNamespace(1, "default", {})))
+        errors, code, _ = await until_closed(ws)
+    assert (errors, code) == ([ErrorCode.UNKNOWN_COMMAND], 1002)
 
 
 async def test_a_client_that_closes_hears_1000(server: TestServer) -> None:

@@ -25,11 +25,16 @@ from scalable_topics.protocol import (
     ExclusiveGranted,
     Message,
     MessageId,
+    NamespaceUpdate,
     ProducerAccessMode,
     SegmentNode,
     SegmentState,
     Send,
+    TopicsDiff,
+    TopicsSnapshot,
     TopicUpdate,
+    WatchEnded,
+    WatchNamespace,
     decode_frame,
     encode_frame,
 )
@@ -71,6 +76,9 @@ WIRE_LAYOUT = {
     "TopicUpdate": (41, "watch_id request_id epoch segments controller_endpoint"),
     "WatchClose": (42, "request_id watch_id"),
     "WatchClosed": (43, "watch_id code message"),
+    "WatchNamespace": (44, "watch_id namespace filters current_hash"),
+    "NamespaceUpdate": (45, "watch_id snapshot diff ended"),
+    "NamespaceWatchClose": (46, "request_id watch_id"),
     "RegisterConsumer": (50, "request_id registration_id topic subscription consumer_name"),
     "ConsumerAssignment": (51, "registration_id term layout_epoch segments"),
     "UnregisterConsumer": (52, "request_id registration_id"),
@@ -92,6 +100,9 @@ WIRE_LAYOUT = {
     "SegmentNode": (None, "segment_id hash_range state parent_ids child_ids broker_url"),
     "AssignedSegment": (None, "segment_id hash_range broker_url"),
     "HashRange": (None, "start end"),
+    "TopicsSnapshot": (None, "topics complete"),
+    "TopicsDiff": (None, "added removed"),
+    "WatchEnded": (None, "code message"),
 }
 
 ERROR_CODES = (
@@ -112,6 +123,9 @@ def test_tags_and_field_order_are_pinned() -> None:
         SegmentNode,
         AssignedSegment,
         HashRange,
+        TopicsSnapshot,
+        TopicsDiff,
+        WatchEnded,
     )
     layout = {
         t.__name__: (
@@ -197,6 +211,26 @@ GOLDEN: list[tuple[Command, str]] = [
         ExclusiveGranted(grant_id=1, request_id=None, producer_epoch=7),
         # [55, 1, nil, 7]: pushed after a WaitForExclusive request waited
         "943701c007",
+    ),
+    (
+        WatchNamespace(2, "shop", {"tier": "gold"}, None),
+        # [44, 2, "shop", {"tier": "gold"}, nil]
+        "952c02a473686f7081a474696572a4676f6c64c0",
+    ),
+    (
+        NamespaceUpdate(2, snapshot=TopicsSnapshot(("orders", "refunds"), True)),
+        # [45, 2, [["orders", "refunds"], true], nil, nil]
+        "952d029292a66f7264657273a7726566756e6473c3c0c0",
+    ),
+    (
+        NamespaceUpdate(2, diff=TopicsDiff(("returns",), ("refunds",))),
+        # [45, 2, nil, [["returns"], ["refunds"]], nil]
+        "952d02c09291a772657475726e7391a7726566756e6473c0",
+    ),
+    (
+        NamespaceUpdate(2, ended=WatchEnded(ErrorCode.NOT_AUTHORIZED, "no")),
+        # [45, 2, nil, nil, ["NotAuthorized", "no"]]
+        "952d02c0c092ad4e6f74417574686f72697a6564a26e6f",
     ),
 ]
 

@@ -28,11 +28,11 @@ from scalable_topics.protocol import (
 
 
 def test_the_newest_common_version_wins() -> None:
-    assert PROTOCOL_VERSION == 1
+    assert PROTOCOL_VERSION == 2
     assert negotiate_version([1]) == 1
-    assert negotiate_version([3, 2, 1]) == 1
+    assert negotiate_version([3, 2, 1]) == 2
     assert negotiate_version([1, 2, 3], supported=[1, 2]) == 2
-    assert negotiate_version([2, 3]) is None
+    assert negotiate_version([3, 4]) is None
     assert negotiate_version([]) is None
 
 

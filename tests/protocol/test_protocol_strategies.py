@@ -34,6 +34,8 @@ from scalable_topics.protocol import (
     Message,
     MessageId,
     Nack,
+    NamespaceUpdate,
+    NamespaceWatchClose,
     Ping,
     Pong,
     ProducerAccessMode,
@@ -54,13 +56,18 @@ from scalable_topics.protocol import (
     SendReceipt,
     Subscribe,
     Success,
+    TopicsDiff,
+    TopicsSnapshot,
     TopicUpdate,
     UnregisterConsumer,
     Unsubscribe,
     WatchClose,
     WatchClosed,
+    WatchEnded,
+    WatchNamespace,
     WatchTopic,
 )
+from scalable_topics.protocol.limits import MAX_TOPIC_SET_HASH
 
 uints = st.integers(min_value=0, max_value=2**64 - 1)
 small_uints = st.integers(min_value=0, max_value=1000)
@@ -188,6 +195,27 @@ COMMANDS: dict[type[Command], st.SearchStrategy[Any]] = {
     ),
     WatchClose: st.builds(WatchClose, uints, uints),
     WatchClosed: st.builds(WatchClosed, uints, error_codes, texts),
+    WatchNamespace: st.builds(
+        WatchNamespace,
+        uints,
+        texts,
+        st.dictionaries(texts, texts, max_size=4),
+        optional(st.integers(0, MAX_TOPIC_SET_HASH)),
+    ),
+    NamespaceUpdate: st.one_of(
+        st.builds(
+            NamespaceUpdate,
+            uints,
+            snapshot=st.builds(TopicsSnapshot, _tuples_of(texts), st.booleans()),
+        ),
+        st.builds(
+            NamespaceUpdate,
+            uints,
+            diff=st.builds(TopicsDiff, _tuples_of(texts), _tuples_of(texts)),
+        ),
+        st.builds(NamespaceUpdate, uints, ended=st.builds(WatchEnded, error_codes, texts)),
+    ),
+    NamespaceWatchClose: st.builds(NamespaceWatchClose, uints, uints),
     RegisterConsumer: st.builds(RegisterConsumer, uints, uints, texts, texts, texts),
     ConsumerAssignment: st.builds(
         ConsumerAssignment, uints, uints, uints, _tuples_of(assigned_segments)

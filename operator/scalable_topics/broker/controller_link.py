@@ -20,7 +20,7 @@ import aiohttp
 
 from ..protocol import (
     DEFAULT_MAX_FRAME_BYTES,
-    PROTOCOL_VERSION,
+    SUPPORTED_VERSIONS,
     Command,
     Connect,
     Connected,
@@ -104,7 +104,7 @@ class ControllerLink:
         )
         try:
             reply = await link.request(
-                Connect(link.next_request_id(), (PROTOCOL_VERSION,), client_name, token)
+                Connect(link.next_request_id(), SUPPORTED_VERSIONS, client_name, token)
             )
         except BaseException:
             await link.close()

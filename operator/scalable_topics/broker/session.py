@@ -68,6 +68,7 @@ from ..protocol import (
     decode_frame,
     encode_frame,
     negotiate_version,
+    speaks,
 )
 from ..tokens import Authenticated, Authenticator, TokenRefused
 from ..ws_watchdog import Watchdog
@@ -251,6 +252,15 @@ class Session:
                 Error(None, ErrorCode.NOT_CONNECTED, f"{type(command).__name__} before Connect")
             )
             return ErrorCode.NOT_CONNECTED
+        if self._version is not None and not speaks(self._version, command):
+            await self.send(
+                Error(
+                    _request_id(command),
+                    ErrorCode.UNKNOWN_COMMAND,
+                    f"{type(command).__name__} is not part of protocol version {self._version}",
+                )
+            )
+            return ErrorCode.UNKNOWN_COMMAND
         try:
             await self._dispatch(command)
         except BrokerError as failure:

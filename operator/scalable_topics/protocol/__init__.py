@@ -26,6 +26,8 @@ from .commands import (
     Flow,
     Message,
     Nack,
+    NamespaceUpdate,
+    NamespaceWatchClose,
     Ping,
     Pong,
     ProducerClose,
@@ -48,6 +50,7 @@ from .commands import (
     Unsubscribe,
     WatchClose,
     WatchClosed,
+    WatchNamespace,
     WatchTopic,
 )
 from .enums import AckType, InitialPosition, SegmentSubscriptionType
@@ -57,6 +60,7 @@ from .limits import (
     DEFAULT_MAX_MESSAGE_BYTES,
     FRAME_OVERHEAD_RESERVE_BYTES,
 )
+from .topic_set_hash import topic_set_hash
 from .values import (
     NO_PROPERTIES,
     AssignedSegment,
@@ -64,8 +68,17 @@ from .values import (
     DeliveredMessage,
     MessageId,
     SegmentNode,
+    TopicsDiff,
+    TopicsSnapshot,
+    WatchEnded,
 )
-from .version import PROTOCOL_VERSION, SUPPORTED_VERSIONS, negotiate_version
+from .version import (
+    INTRODUCED_IN,
+    PROTOCOL_VERSION,
+    SUPPORTED_VERSIONS,
+    negotiate_version,
+    speaks,
+)
 
 __all__ = [
     "COMMAND_CLASSES",
@@ -73,6 +86,7 @@ __all__ = [
     "DEFAULT_MAX_FRAME_BYTES",
     "DEFAULT_MAX_MESSAGE_BYTES",
     "FRAME_OVERHEAD_RESERVE_BYTES",
+    "INTRODUCED_IN",
     "NO_PROPERTIES",
     "PROTOCOL_VERSION",
     "SUPPORTED_VERSIONS",
@@ -100,6 +114,8 @@ __all__ = [
     "Message",
     "MessageId",
     "Nack",
+    "NamespaceUpdate",
+    "NamespaceWatchClose",
     "Ping",
     "Pong",
     "ProducerAccessMode",
@@ -123,13 +139,19 @@ __all__ = [
     "Subscribe",
     "Success",
     "TopicUpdate",
+    "TopicsDiff",
+    "TopicsSnapshot",
     "UnregisterConsumer",
     "Unsubscribe",
     "WatchClose",
     "WatchClosed",
+    "WatchEnded",
+    "WatchNamespace",
     "WatchTopic",
     "close_code_for",
     "decode_frame",
     "encode_frame",
     "negotiate_version",
+    "speaks",
+    "topic_set_hash",
 ]

@@ -11,6 +11,7 @@ sequence_id)`` instead.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum, IntEnum
 from typing import ClassVar, TypeAlias
@@ -18,8 +19,17 @@ from typing import ClassVar, TypeAlias
 from ..model.resources import ProducerAccessMode
 from .enums import AckType, InitialPosition, SegmentSubscriptionType
 from .errors import ErrorCode, ProtocolError
-from .limits import MAX_UINT
-from .values import AssignedSegment, BatchMessage, DeliveredMessage, MessageId, SegmentNode
+from .limits import MAX_TOPIC_SET_HASH, MAX_UINT
+from .values import (
+    AssignedSegment,
+    BatchMessage,
+    DeliveredMessage,
+    MessageId,
+    SegmentNode,
+    TopicsDiff,
+    TopicsSnapshot,
+    WatchEnded,
+)
 
 
 class CommandType(IntEnum):
@@ -53,6 +63,9 @@ class CommandType(IntEnum):
     TOPIC_UPDATE = 41
     WATCH_CLOSE = 42
     WATCH_CLOSED = 43
+    WATCH_NAMESPACE = 44
+    NAMESPACE_UPDATE = 45
+    NAMESPACE_WATCH_CLOSE = 46
     REGISTER_CONSUMER = 50
     CONSUMER_ASSIGNMENT = 51
     UNREGISTER_CONSUMER = 52
@@ -490,6 +503,65 @@ class WatchClosed:
     message: str
 
 
+# -- namespace watch (protocol version 2) -------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class WatchNamespace:
+    """Open namespace watch ``watch_id``: the names of the topics of ``namespace`` whose
+    properties hold every ``filters`` pair (all topics when empty), kept current by
+    NamespaceUpdate pushes. ``current_hash`` is the client's topic_set_hash of the set it holds
+    from an earlier watch: when the broker's set hashes the same it sends nothing at all;
+    otherwise, and when the hash is nil, it sends a snapshot first. Unanswered: a refusal is a
+    NamespaceUpdate carrying WatchEnded, so that a matching hash costs no frame back."""
+
+    TYPE: ClassVar[CommandType] = CommandType.WATCH_NAMESPACE
+    SENT_BY: ClassVar[Sender] = Sender.CLIENT
+
+    watch_id: int
+    namespace: str
+    filters: Mapping[str, str]
+    current_hash: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.current_hash is not None and self.current_hash > MAX_TOPIC_SET_HASH:
+            raise ValueError(
+                f"current_hash is a CRC32C, at most {MAX_TOPIC_SET_HASH}, not {self.current_hash}"
+            )
+
+
+@dataclass(frozen=True, slots=True)
+class NamespaceUpdate:
+    """One event of a namespace watch: exactly one of a snapshot (or a part of one), a diff,
+    or the end of the watch."""
+
+    TYPE: ClassVar[CommandType] = CommandType.NAMESPACE_UPDATE
+    SENT_BY: ClassVar[Sender] = Sender.BROKER
+
+    watch_id: int
+    snapshot: TopicsSnapshot | None = None
+    diff: TopicsDiff | None = None
+    ended: WatchEnded | None = None
+
+    def __post_init__(self) -> None:
+        carried = sum(part is not None for part in (self.snapshot, self.diff, self.ended))
+        if carried != 1:
+            raise ValueError(
+                f"a NamespaceUpdate carries exactly one of snapshot, diff and ended, not {carried}"
+            )
+
+
+@dataclass(frozen=True, slots=True)
+class NamespaceWatchClose:
+    """End a namespace watch; answered by Success, after which no update of it follows."""
+
+    TYPE: ClassVar[CommandType] = CommandType.NAMESPACE_WATCH_CLOSE
+    SENT_BY: ClassVar[Sender] = Sender.CLIENT
+
+    request_id: int
+    watch_id: int
+
+
 # -- consumer registrations (stream and checkpoint subscriptions) -------------------------------
 
 
@@ -643,6 +715,9 @@ Command: TypeAlias = (
     | TopicUpdate
     | WatchClose
     | WatchClosed
+    | WatchNamespace
+    | NamespaceUpdate
+    | NamespaceWatchClose
     | RegisterConsumer
     | ConsumerAssignment
     | UnregisterConsumer
@@ -682,6 +757,9 @@ COMMAND_CLASSES: tuple[type[Command], ...] = (
     TopicUpdate,
     WatchClose,
     WatchClosed,
+    WatchNamespace,
+    NamespaceUpdate,
+    NamespaceWatchClose,
     RegisterConsumer,
     ConsumerAssignment,
     UnregisterConsumer,

@@ -17,3 +17,6 @@ MAX_UINT: Final = 2**64 - 1
 # segment's epoch by one, so every epoch a segment can reach stays below 2**64, the first
 # integer msgpack cannot carry: a stored epoch always has a wire form.
 MAX_PRODUCER_EPOCH: Final = 2**63 - 1
+
+# A topic_set_hash is a CRC32C: 32 bits.
+MAX_TOPIC_SET_HASH: Final = 2**32 - 1

@@ -1,5 +1,5 @@
 """The values commands carry: message ids, messages in a batch and as delivered, DAG nodes,
-assigned segments.
+assigned segments, and the parts of a namespace watch's updates.
 
 They are NamedTuples on purpose: msgpack writes a tuple as an array natively, so encoding a
 batch of messages runs no Python code per message. Their fields are their wire form, in order.
@@ -13,6 +13,7 @@ from typing import Final, NamedTuple, NoReturn
 from ..model.hash_range import HashRange
 from ..model.position import Position
 from ..model.segment import SegmentState
+from .errors import ErrorCode
 
 
 class _NoProperties(dict[str, str]):
@@ -103,3 +104,27 @@ class AssignedSegment(NamedTuple):
     segment_id: int
     hash_range: HashRange
     broker_url: str | None = None
+
+
+class TopicsSnapshot(NamedTuple):
+    """The whole matching set of a namespace watch, or a part of it: a snapshot too large for
+    one frame comes in several updates, the last one ``complete``. Names are unqualified (the
+    watch names the namespace) and sorted; a client acts on a snapshot only once complete."""
+
+    topics: tuple[str, ...]
+    complete: bool = True
+
+
+class TopicsDiff(NamedTuple):
+    """A change of a namespace watch's set: apply ``removed`` first, then ``added``. A name in
+    both was deleted and created again (a new topic of the same name)."""
+
+    added: tuple[str, ...] = ()
+    removed: tuple[str, ...] = ()
+
+
+class WatchEnded(NamedTuple):
+    """Why the broker refused or ended a namespace watch: the watch is no longer open."""
+
+    code: ErrorCode
+    message: str
