@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -28,21 +27,17 @@ from scalable_topics.client import Client
 TOPIC = "default/bench"
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 def percentile(values: list[float], fraction: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
 
 
-async def start_standalone(root: Path) -> tuple[subprocess.Popen[bytes], str]:
-    """Its output goes to a file: a pipe nobody reads would fill up and stall it."""
-    port = free_port()
+async def start_standalone(root: Path) -> tuple[subprocess.Popen[bytes], Path]:
+    """Ports of its own choosing (--port 0): its client configuration, written once it
+    serves, names the URL and the admin token. Its output goes to a file: a pipe nobody
+    reads would fill up and stall it."""
     output = root / "standalone.log"
+    data = root / "data"
     with output.open("wb") as log:
         process = subprocess.Popen(  # noqa: ASYNC220 - a long-lived child, started once
             [
@@ -51,11 +46,12 @@ async def start_standalone(root: Path) -> tuple[subprocess.Popen[bytes], str]:
                 "scalable_topics.cli",
                 "standalone",
                 "--data-dir",
-                str(root / "data"),
+                str(data),
                 "--port",
-                str(port),
+                "0",
                 "--controller-port",
-                str(free_port()),
+                "0",
+                "--no-kube-api",
             ],
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -66,7 +62,7 @@ async def start_standalone(root: Path) -> tuple[subprocess.Popen[bytes], str]:
             if process.poll() is not None:
                 raise RuntimeError(f"standalone did not start:\n{output.read_text()}")
             await asyncio.sleep(0.1)
-    return process, f"ws://127.0.0.1:{port}"
+    return process, data / "stctl-config"
 
 
 async def produce_throughput(client: Client, messages: int) -> float:
@@ -141,9 +137,9 @@ async def main() -> None:
     parser.add_argument("--seconds", type=float, default=5.0)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as directory:
-        process, url = await start_standalone(Path(directory))
+        process, config = await start_standalone(Path(directory))
         try:
-            async with Client(url) as client:
+            async with Client.from_config(config) as client:
                 admin = client.admin()
                 await admin.create_topic(
                     TOPIC, initial_segments=4, subscriptions=[("bulk", "Queue")]
