@@ -35,7 +35,9 @@ from .errors import (
     Timeout,
     TooManyOpen,
     Unauthorized,
+    UnsupportedVersion,
 )
+from .namespace_watcher import NamespaceWatcher, TopicSetChange
 from .producer import Producer
 from .queue_consumer import QueueConsumer
 from .stream_consumer import StreamConsumer
@@ -63,6 +65,7 @@ __all__ = [
     "FailedSend",
     "InvalidRequest",
     "MessageTooLarge",
+    "NamespaceWatcher",
     "NotAuthorized",
     "NotFound",
     "OperationInProgress",
@@ -82,6 +85,8 @@ __all__ = [
     "SyncStreamConsumer",
     "Timeout",
     "TooManyOpen",
+    "TopicSetChange",
     "Unauthorized",
+    "UnsupportedVersion",
     "write_client_config",
 ]
