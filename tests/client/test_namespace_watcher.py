@@ -5,6 +5,7 @@ snapshots in parts, diffs, reconnect snapshots and the broker's ends, and its er
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 from dataclasses import dataclass, field
 
@@ -215,6 +216,19 @@ async def test_close_tells_the_broker_ends_iterations_quietly_and_listeners_hear
         assert closed.watch_id == watch.watch_id
         assert [type(end) for end in heard.ends] == [ClientClosed]
         assert broker.open == {}
+
+
+async def test_an_iteration_dropped_unfinished_stops_listening() -> None:
+    async with fake_broker() as broker, Client(broker.url) as client:
+        watcher = await client.watch_namespace(NAMESPACE)
+        listeners = len(watcher._listeners)
+        changes = aiter(watcher)
+        assert len(watcher._listeners) == listeners + 1
+        del changes
+        gc.collect()
+        assert len(watcher._listeners) == listeners
+        await broker.diff(added=("a",))  # nobody left to queue it for
+        await eventually(lambda: watcher.topics == qualified("a"), "the diff")
 
 
 async def test_a_listener_that_raises_is_logged_and_the_others_carry_on(

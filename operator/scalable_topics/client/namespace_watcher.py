@@ -15,7 +15,8 @@ import asyncio
 import contextlib
 import itertools
 import logging
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+import weakref
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from types import MappingProxyType
 
 from ..protocol import (
@@ -150,24 +151,15 @@ class NamespaceWatcher:
 
         return stop
 
-    def __aiter__(self) -> AsyncIterator[TopicSetChange]:
-        """Every change from the iteration's first step on; raises the error the watch ended
-        with (ends quietly when it was closed)."""
-        return self._changes()
-
-    async def _changes(self) -> AsyncIterator[TopicSetChange]:
+    def __aiter__(self) -> AsyncGenerator[TopicSetChange, None]:
+        """Every change from this call on; raises the error the watch ended with (ends
+        quietly when it was closed)."""
         queue: asyncio.Queue[TopicSetChange | ClientError] = asyncio.Queue()
         stop = self.listen(queue.put_nowait, queue.put_nowait)
-        try:
-            while True:
-                item = await queue.get()
-                if isinstance(item, ClientClosed):
-                    return
-                if isinstance(item, ClientError):
-                    raise item
-                yield item
-        finally:
-            stop()
+        changes = _changes(queue, stop)
+        # An iteration dropped unfinished (or never begun) stops listening once collected.
+        weakref.finalize(changes, stop)
+        return changes
 
     async def close(self) -> None:
         """Stop watching: on_end listeners hear ClientClosed, iterations end, and the broker
@@ -333,6 +325,21 @@ class NamespaceWatcher:
                 on_end(error)
             except Exception:
                 log.exception("an end listener of the watch of %s failed", self.namespace)
+
+
+async def _changes(
+    queue: asyncio.Queue[TopicSetChange | ClientError], stop: Callable[[], None]
+) -> AsyncGenerator[TopicSetChange, None]:
+    try:
+        while True:
+            item = await queue.get()
+            if isinstance(item, ClientClosed):
+                return
+            if isinstance(item, ClientError):
+                raise item
+            yield item
+    finally:
+        stop()
 
 
 def _too_old(connection: BrokerConnection) -> UnsupportedVersion:
