@@ -7,10 +7,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ..model.resources import namespace_problem, subscription_name_problem, topic_name_problem
+from ..protocol.limits import MAX_NAMESPACE_WATCH_FILTERS
 from .topic_layout import qualified_topic
-
-# The most filters a namespace watch may carry: the brokers refuse more (docs/protocol.md).
-MAX_NAMESPACE_WATCH_FILTERS = 64
 
 
 def checked_topic(topic: str) -> tuple[str, str]:
