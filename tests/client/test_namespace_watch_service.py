@@ -6,6 +6,9 @@ role on the namespace is refused."""
 
 from __future__ import annotations
 
+import asyncio
+import os
+import sys
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +36,7 @@ from support.servers import broker_server
 
 NAMESPACE = "shop"
 OTHER = "elsewhere"
+WAIT = 60.0  # bounds a failing test only
 
 
 def manifest(name: str, properties: Mapping[str, str], namespace: str) -> dict[str, Any]:
@@ -156,6 +160,37 @@ async def test_topics_created_deleted_and_changed_arrive_as_changes(service: Ser
         removed = set().union(*(c.removed for c in heard.changes))
         assert (added, removed) == (qualified("refunds", "audit"), qualified("orders", "refunds"))
         assert heard.ends == []
+
+
+async def test_stctl_topics_watch_prints_what_the_brokers_serve(service: Service) -> None:
+    store = service.store
+    await create(store, "orders", tier="gold")
+    await create(store, "audit", tier="silver")
+    await cached(service, "orders", "audit")
+    process = await asyncio.create_subprocess_exec(
+        *(sys.executable, "-m", "scalable_topics.cli", "topics", "watch", "-n", NAMESPACE),
+        *("--filter", "tier=gold", "--changes", "1", "--url", service.url),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    try:
+        assert process.stdout is not None
+        async with asyncio.timeout(WAIT):
+            first = await process.stdout.readline()
+        assert first.decode() == "shop: 1 topic: orders\n"
+        await create(store, "refunds", tier="gold")
+        async with asyncio.timeout(WAIT):
+            rest, err = await process.communicate()
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+    assert (process.returncode, rest.decode(), err) == (
+        0,
+        "shop: added refunds (2 topics)\n",
+        b"",
+    )
 
 
 # -- broker restarts (processes) ---------------------------------------------------------------
