@@ -11,12 +11,15 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import aiohttp
 import pytest
 from dag_objects import AT, create_topic, put_segment, put_segments, write_layout
 from dag_watch_client import DagWatchClient, Refused
 
 from scalable_topics.broker.app import TOPIC_WATCHES_KEY
 from scalable_topics.broker.topic_watch import TopicWatchHub
+from scalable_topics.client.pool import ConnectionPool
+from scalable_topics.client.topic_watcher import TopicWatcher
 from scalable_topics.model.hash_range import HashRange
 from scalable_topics.model.layout import SegmentLayout
 from scalable_topics.model.resources import ScalableTopic, Segment, segment_object_name
@@ -185,6 +188,26 @@ async def test_watch_close_stops_the_pushes_of_that_watch_only(
     with pytest.raises(Refused) as refused:
         await client.close_watch(7)
     assert refused.value.code is ErrorCode.UNKNOWN_WATCH
+
+
+async def test_a_client_watcher_closed_releases_its_watch_at_the_broker(
+    app_broker: Broker,
+) -> None:
+    """The client's TopicWatcher sends WatchClose: the broker lets the watch go while the
+    connection, which other producers and consumers share, stays open."""
+    await split_topic(app_broker)
+    async with aiohttp.ClientSession() as http:
+        pool = ConnectionPool(http, client_name="tests", auth_token=None, connect_seconds=WAIT)
+        try:
+            url = app_broker.url.replace("http://", "ws://")
+            watcher = TopicWatcher(f"{NS}/{TOPIC}", pool, [url])
+            await watcher.start(WAIT)
+            assert app_broker.hub.watch_count == 1
+            await watcher.close()
+            await eventually(lambda: app_broker.hub.watch_count == 0, "the watch released")
+            assert (await pool.get(url)).is_open
+        finally:
+            await pool.close()
 
 
 async def test_deleting_the_topic_closes_its_watches(

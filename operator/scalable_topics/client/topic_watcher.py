@@ -95,13 +95,15 @@ class TopicWatcher:
         if self._ended is None:
             self._ended = ClientClosed(f"the watch of {self.topic} was closed")
         self._wake()
+        # Read before the session task ends: its cleanup forgets the connection, and the
+        # broker would hold the watch until the connection closes.
+        connection, watch_id = self._connection, self._watch_id
         if self._task is not None:
             await cancel_and_wait(self._task)
-        connection = self._connection
         if connection is not None and connection.is_open:
-            connection.detach(Channel.WATCH, self._watch_id)
+            connection.detach(Channel.WATCH, watch_id)
             with contextlib.suppress(ClientError):
-                await connection.request(WatchClose(0, self._watch_id), wait_seconds=5)
+                await connection.request(WatchClose(0, watch_id), wait_seconds=5)
 
     # -- the session ----------------------------------------------------------------------------
 
