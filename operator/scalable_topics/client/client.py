@@ -138,10 +138,15 @@ class Client:
 
     async def watch(self, topic: str) -> TopicWatcher:
         """The topic's DAG watch, shared by everything this client opens on the topic;
-        NotFound when the topic does not exist."""
+        NotFound when the topic does not exist. A watch that ended (its topic was deleted) is
+        replaced by a new one, for a topic created again under the same name."""
         topic = qualified_topic(topic)
         starting = self._watchers.get(topic)
-        if starting is None or (starting.done() and starting.exception() is not None):
+        if (
+            starting is None
+            or (starting.done() and starting.exception() is not None)
+            or (starting.done() and starting.result().ended)
+        ):
             starting = asyncio.get_running_loop().create_task(self._start_watch(topic))
             self._watchers[topic] = starting
         return await asyncio.shield(starting)
