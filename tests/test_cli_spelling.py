@@ -48,11 +48,15 @@ def test_every_topic_command_takes_both_forms(command: tuple[str, ...]) -> None:
         topic_of(parsed(command, "a/b/c"))
 
 
-@pytest.mark.parametrize("command", [*TOPIC_COMMANDS, ("topics", "list")], ids=" ".join)
+# Client commands that name a namespace and no topic.
+NAMESPACE_COMMANDS = [("topics", "list"), ("topics", "watch")]
+
+
+@pytest.mark.parametrize("command", [*TOPIC_COMMANDS, *NAMESPACE_COMMANDS], ids=" ".join)
 def test_every_client_command_takes_the_same_connection_and_output_flags(
     command: tuple[str, ...],
 ) -> None:
-    topic = None if command == ("topics", "list") else "orders"
+    topic = None if command in NAMESPACE_COMMANDS else "orders"
     args = parsed(
         command,
         topic,

@@ -40,6 +40,7 @@ from scalable_topics.protocol import (
     Connected,
     Error,
     ErrorCode,
+    NamespaceUpdate,
     Ping,
     Pong,
     ProducerAccessMode,
@@ -50,6 +51,7 @@ from scalable_topics.protocol import (
     Subscribe,
     Success,
     TopicUpdate,
+    WatchNamespace,
     WatchTopic,
     decode_frame,
     encode_frame,
@@ -67,7 +69,14 @@ ALLOWED = "allowed"
 REFUSED = "refused"  # 403 NotAuthorized, or the wire's NotAuthorized
 UNAUTHENTICATED = "unauthenticated"  # 401 AuthenticationFailed, or the wire's
 
-WIRE = ("produce", "exclusive producer", "subscribe", "register consumer", "watch")
+WIRE = (
+    "produce",
+    "exclusive producer",
+    "subscribe",
+    "register consumer",
+    "watch",
+    "watch namespace",
+)
 TOPIC_API = (
     "list",
     "describe",
@@ -81,7 +90,7 @@ TOPIC_API = (
 )
 
 # What each principal may do, per namespace: the specification of docs/authorization.md.
-READS = {"watch", "list", "describe", "stats", "list subscriptions"}
+READS = {"watch", "watch namespace", "list", "describe", "stats", "list subscriptions"}
 PRODUCES = {"produce", "exclusive producer"}
 CONSUMES = {"subscribe", "register consumer"}
 EVERYTHING = set(WIRE) | set(TOPIC_API)
@@ -196,6 +205,8 @@ def wire_command(kind: str, namespace: str, request_id: int) -> Command:
             return RegisterConsumer(request_id, request_id, topic, "billing", "c")
         case "watch":
             return WatchTopic(request_id, request_id, topic)
+        case "watch namespace":
+            return WatchNamespace(request_id, namespace, {})
     raise AssertionError(kind)
 
 
@@ -205,6 +216,7 @@ ANSWERS: dict[str, type[Command] | None] = {
     "produce": ProducerOpened,
     "subscribe": Success,
     "watch": TopicUpdate,
+    "watch namespace": NamespaceUpdate,  # its snapshot
     "exclusive producer": None,
     "register consumer": None,
 }
@@ -237,8 +249,17 @@ async def ask_on_the_wire(url: str, token: str, kind: str, namespace: str) -> st
         answers: list[Command] = []
         while not isinstance(answer := await wire.next(), Pong):
             answers.append(answer)
-        if kind in ("produce", "subscribe", "watch") and not answers:
+        if kind in ("produce", "subscribe", "watch", "watch namespace") and not answers:
             answers.append(await wire.next())  # answered by a task of its own
+    if kind == "watch namespace":
+        # Refused as every namespace watch is: the watch ends, never an Error.
+        [answer] = answers
+        assert isinstance(answer, NamespaceUpdate) and answer.watch_id == 2, answer
+        if answer.ended is not None:
+            assert answer.ended.code is ErrorCode.NOT_AUTHORIZED, answer
+            return REFUSED
+        assert answer.snapshot == (("orders",), True), answer
+        return ALLOWED
     refusals = [a for a in answers if isinstance(a, Error)]
     if refusals:
         [refusal] = refusals

@@ -18,11 +18,16 @@ from scalable_topics.model.clock import SystemClock
 from scalable_topics.protocol import (
     PROTOCOL_VERSION,
     Connect,
+    Connected,
     Error,
     ErrorCode,
+    NamespaceUpdate,
+    NamespaceWatchClose,
     Ping,
     SegmentSubscriptionType,
     Subscribe,
+    WatchEnded,
+    WatchNamespace,
     decode_frame,
     encode_frame,
 )
@@ -100,6 +105,41 @@ async def test_requests_about_topics_led_elsewhere_name_the_leader(endpoint: str
         assert not_served.value.code is ErrorCode.INVALID_REQUEST
     finally:
         await broker.close()
+
+
+async def test_a_namespace_watch_is_refused_as_namespace_watches_are(endpoint: str) -> None:
+    """Brokers serve namespace watches, not controllers: WatchNamespace ends at once (a
+    WatchEnded, never an Error), NamespaceWatchClose is refused, and the link carries on."""
+    broker = await WireClient.connect(endpoint, TOKEN)
+    try:
+        await broker.watch_namespace(4, "default")
+        assert await broker.namespace_update(4) == NamespaceUpdate(
+            4,
+            ended=WatchEnded(
+                ErrorCode.INVALID_REQUEST,
+                "a controller endpoint does not serve WatchNamespace: watch at a broker",
+            ),
+        )
+        with pytest.raises(RequestFailed) as not_served:
+            await broker.request(NamespaceWatchClose(broker.next_id(), 4))
+        assert not_served.value.code is ErrorCode.INVALID_REQUEST
+        with pytest.raises(RequestFailed) as missing:
+            await broker.register_consumer(2, "default/nothing", "s", "amy")
+        assert missing.value.code is ErrorCode.TOPIC_NOT_FOUND
+    finally:
+        await broker.close()
+
+
+async def test_a_link_on_version_1_is_closed_by_a_version_2_command(endpoint: str) -> None:
+    async with aiohttp.ClientSession() as http, http.ws_connect(endpoint + "/ws") as ws:
+        await ws.send_bytes(encode_frame(Connect(1, (1,), "old-broker", TOKEN)))
+        connected = decode_frame((await ws.receive(timeout=20)).data, 1 << 20)
+        assert isinstance(connected, Connected) and connected.protocol_version == 1
+        await ws.send_bytes(encode_frame(WatchNamespace(1, "default", {})))
+        error = decode_frame((await ws.receive(timeout=20)).data, 1 << 20)
+        closing = await ws.receive(timeout=20)
+    assert isinstance(error, Error) and error.code is ErrorCode.UNKNOWN_COMMAND
+    assert (closing.type, closing.data) == (aiohttp.WSMsgType.CLOSE, 1002)
 
 
 # What a broker sends first, the Error it hears, the close code (docs/protocol.md, section 4).

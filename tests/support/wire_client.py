@@ -1,4 +1,4 @@
-"""A minimal protocol v1 client for broker tests: requests matched by id, events queued."""
+"""A minimal protocol client for broker tests: requests matched by id, events queued."""
 
 from __future__ import annotations
 
@@ -33,6 +33,8 @@ from scalable_topics.protocol import (
     Message,
     MessageId,
     Nack,
+    NamespaceUpdate,
+    NamespaceWatchClose,
     Ping,
     ProducerAccessMode,
     ProducerClose,
@@ -49,6 +51,7 @@ from scalable_topics.protocol import (
     Subscribe,
     Success,
     UnregisterConsumer,
+    WatchNamespace,
     decode_frame,
     encode_frame,
 )
@@ -112,6 +115,10 @@ class WireClient:
         # Every SendReceipt, SendError and ProducerClosed, in the order they arrived.
         self.producer_answers: list[SendReceipt | SendError | ProducerClosed] = []
         self.unmatched_errors: asyncio.Queue[Error] = asyncio.Queue()
+        # Every NamespaceUpdate, by watch id, in the order they arrived.
+        self.namespace_updates: dict[int, asyncio.Queue[NamespaceUpdate]] = defaultdict(
+            asyncio.Queue
+        )
         self._session: aiohttp.ClientSession | None = None
         self._ws: aiohttp.ClientWebSocketResponse | None = None
         self._reader: asyncio.Task[None] | None = None
@@ -317,6 +324,37 @@ class WireClient:
         reply = await self.request(ReleaseExclusive(self.next_id(), grant_id))
         assert isinstance(reply, Success)
 
+    # -- namespace watches ------------------------------------------------------------------------
+
+    async def watch_namespace(
+        self,
+        watch_id: int,
+        namespace: str,
+        filters: dict[str, str] | None = None,
+        current_hash: int | None = None,
+    ) -> None:
+        """Open a namespace watch (unanswered: its updates queue in ``namespace_updates``)."""
+        await self.send_command(WatchNamespace(watch_id, namespace, filters or {}, current_hash))
+
+    async def namespace_update(self, watch_id: int, timeout: float = TIMEOUT) -> NamespaceUpdate:
+        async with asyncio.timeout(timeout):
+            return await self.namespace_updates[watch_id].get()
+
+    async def namespace_snapshot(self, watch_id: int) -> tuple[str, ...]:
+        """The names of the next snapshot, its parts joined (each part checked sorted)."""
+        names: list[str] = []
+        while True:
+            update = await self.namespace_update(watch_id)
+            assert update.snapshot is not None, update
+            names.extend(update.snapshot.topics)
+            if update.snapshot.complete:
+                assert names == sorted(names), names
+                return tuple(names)
+
+    async def close_namespace_watch(self, watch_id: int) -> None:
+        reply = await self.request(NamespaceWatchClose(self.next_id(), watch_id))
+        assert isinstance(reply, Success)
+
     async def next_event(self, kind: type[Command], timeout: float = TIMEOUT) -> Any:
         async with asyncio.timeout(timeout):
             while True:
@@ -356,6 +394,8 @@ class WireClient:
                 case ProducerClosed():
                     self.producer_answers.append(command)
                     self.events.put_nowait(command)
+                case NamespaceUpdate():
+                    self.namespace_updates[command.watch_id].put_nowait(command)
                 case (
                     ConsumerClosed()
                     | EndOfSegment()

@@ -30,10 +30,12 @@ from .drain_markers import DrainMarkers
 from .inflight import PublishCounters
 from .metrics import (
     CONNECTION_LIMITS_KEY,
+    NAMESPACE_WATCHES_KEY,
     PUBLISH_COUNTERS_KEY,
     install_metrics,
     metrics_handler,
 )
+from .namespace_watch import NamespaceWatchRegistry
 from .orphan_storage import reclaim_until_done, store_knows_broker
 from .registration import Registration
 from .registry import SegmentRegistry
@@ -84,6 +86,7 @@ async def _serve_websocket(request: web.Request, limits: ConnectionLimits) -> we
         publish_counters=request.app[PUBLISH_COUNTERS_KEY],
         authenticator=request.app[AUTHENTICATOR_KEY],
         limits=limits,
+        namespace_watches=request.app[NAMESPACE_WATCHES_KEY],
     )
     sessions = request.app[SESSIONS_KEY]
     sessions.add(session)
@@ -92,6 +95,14 @@ async def _serve_websocket(request: web.Request, limits: ConnectionLimits) -> we
     finally:
         sessions.discard(session)
     return ws
+
+
+async def _end_namespace_watches(app: web.Application) -> None:
+    """On shutdown, before the sessions close: each namespace watch hears WatchEnded
+    ServiceNotReady, so that its client watches again elsewhere (docs/protocol.md)."""
+    registry = app.get(NAMESPACE_WATCHES_KEY)
+    if registry is not None:
+        await registry.stop()
 
 
 async def _close_sessions(app: web.Application) -> None:
@@ -126,6 +137,7 @@ def build_app(
     )
     app[CONFIG_KEY] = config
     app[SESSIONS_KEY] = set()
+    app.on_shutdown.append(_end_namespace_watches)
     app.on_shutdown.append(_close_sessions)
     app[PUBLISH_COUNTERS_KEY] = PublishCounters()
     app[CONNECTION_LIMITS_KEY] = ConnectionLimits.of(config)
@@ -153,6 +165,9 @@ def build_app(
         topic_watches = TopicWatchHub(cached)
         await topic_watches.start()
         app[TOPIC_WATCHES_KEY] = topic_watches
+        namespace_watches = NamespaceWatchRegistry(cached.topics)
+        await namespace_watches.start()
+        app[NAMESPACE_WATCHES_KEY] = namespace_watches
         controller_links = ControllerLinks(cached, config)
         await controller_links.start()
         app[CONTROLLER_LINKS_KEY] = controller_links
@@ -187,6 +202,7 @@ def build_app(
             if reclaiming is not None:
                 await cancel_and_wait(reclaiming)
             await topic_watches.stop()
+            await namespace_watches.stop()
             await controller_links.stop()
             await registration.stop()
             await cancel_and_wait(retention)

@@ -20,11 +20,13 @@ from ..store.metrics import register_store_collectors
 from .admin import REGISTRY_KEY
 from .connection_limits import MAX_CONNECTIONS_FLAG, ConnectionLimits
 from .inflight import PublishCounters
+from .namespace_watch import NamespaceWatchRegistry
 from .registry import SegmentRegistry
 from .topic_admin import INFORMERS_KEY, STORE_KEY
 
 PUBLISH_COUNTERS_KEY = web.AppKey("publish_counters", PublishCounters)
 CONNECTION_LIMITS_KEY = web.AppKey("connection_limits", ConnectionLimits)
+NAMESPACE_WATCHES_KEY = web.AppKey("namespace_watches", NamespaceWatchRegistry)
 
 _SEGMENT = ["namespace", "topic", "segment"]
 _SUBSCRIPTION = [*_SEGMENT, "subscription"]
@@ -228,6 +230,27 @@ class ConnectionCollector(Collector):
         )
 
 
+class NamespaceWatchCollector(Collector):
+    """The namespace watches open on the broker (broker/namespace_watch.py)."""
+
+    def __init__(self, registry: NamespaceWatchRegistry) -> None:
+        self._registry = registry
+
+    def collect(self) -> Iterator[Metric]:
+        registry = self._registry
+        yield GaugeMetricFamily(
+            "st_broker_namespace_watches",
+            "namespace watches open, over every connection",
+            value=registry.watch_count,
+        )
+        yield GaugeMetricFamily(
+            "st_broker_namespace_watch_groups",
+            "distinct (namespace, filters) the namespace watches follow: each costs one filter "
+            "test per change of a topic of its namespace",
+            value=registry.group_count,
+        )
+
+
 _METRICS_KEY = web.AppKey("metrics_registry", CollectorRegistry)
 
 
@@ -238,6 +261,8 @@ def install_metrics(app: web.Application, connections: Collection[HoldsOpen]) ->
     metrics.register(SegmentCollector(app[REGISTRY_KEY]))
     metrics.register(PublishCollector(app[PUBLISH_COUNTERS_KEY]))
     metrics.register(ConnectionCollector(app[CONNECTION_LIMITS_KEY], connections))
+    if NAMESPACE_WATCHES_KEY in app:
+        metrics.register(NamespaceWatchCollector(app[NAMESPACE_WATCHES_KEY]))
     register_store_collectors(metrics, app.get(STORE_KEY), app.get(INFORMERS_KEY))
     app[_METRICS_KEY] = metrics
 

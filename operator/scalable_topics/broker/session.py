@@ -24,7 +24,7 @@ from aiohttp import WSMsgType, web
 
 from ..model.authorization import OPEN_ACCESS, Action
 from ..model.position import Position
-from ..model.resources import subscription_name_problem
+from ..model.resources import namespace_problem, subscription_name_problem
 from ..protocol import (
     SUPPORTED_VERSIONS,
     Ack,
@@ -44,6 +44,8 @@ from ..protocol import (
     Message,
     MessageId,
     Nack,
+    NamespaceUpdate,
+    NamespaceWatchClose,
     Ping,
     Pong,
     ProducerClose,
@@ -63,6 +65,8 @@ from ..protocol import (
     UnregisterConsumer,
     Unsubscribe,
     WatchClose,
+    WatchEnded,
+    WatchNamespace,
     WatchTopic,
     close_code_for,
     decode_frame,
@@ -70,6 +74,7 @@ from ..protocol import (
     negotiate_version,
     speaks,
 )
+from ..protocol.limits import MAX_NAMESPACE_WATCH_FILTERS
 from ..tokens import Authenticated, Authenticator, TokenRefused
 from ..ws_watchdog import Watchdog
 from .config import BrokerConfig
@@ -79,6 +84,7 @@ from .controller_links import ConnectionLinks, ControllerLinks
 from .dispatch import Consumer, DispatchError
 from .errors import BrokerError
 from .inflight import ConnectionPublishes, PublishCounters
+from .namespace_watch import NamespaceWatch, NamespaceWatchRegistry
 from .producer_grant_relay import ProducerGrantRelay
 from .registry import SegmentRegistry, split_topic
 from .segment import HostedSegment, SegmentError
@@ -158,6 +164,7 @@ class Session:
         publish_counters: PublishCounters | None = None,
         authenticator: Authenticator | None = None,
         limits: ConnectionLimits | None = None,
+        namespace_watches: NamespaceWatchRegistry | None = None,
     ) -> None:
         self._ws = ws
         self._config = config
@@ -182,6 +189,8 @@ class Session:
         self._closing = False
         self._topic_watches = topic_watches
         self._watches: dict[int, TopicWatch] = {}
+        self._namespace_registry = namespace_watches
+        self._namespace_watches: dict[int, NamespaceWatch] = {}  # an id space of their own
         self._controller_links = controller_links
         self._links: ConnectionLinks | None = None  # this connection's, once a relay needs one
         self._consumer_relay: ConsumerRelay | None = None
@@ -344,6 +353,10 @@ class Session:
                 self._watch_topic(command)
             case WatchClose():
                 await self._close_watch(command)
+            case WatchNamespace():
+                await self._watch_namespace(command)
+            case NamespaceWatchClose():
+                await self._close_namespace_watch(command)
             case RegisterConsumer():
                 if self._consumer_relay is None:
                     self._consumer_relay = ConsumerRelay(self._connection_links(), self.send)
@@ -701,6 +714,75 @@ class Session:
         await watch.close()  # no update for it follows the Success
         await self.send(Success(command.request_id))
 
+    # -- namespace watches ----------------------------------------------------------------------
+
+    async def _watch_namespace(self, command: WatchNamespace) -> None:
+        """Open a namespace watch. Unanswered on success; every refusal is a NamespaceUpdate
+        carrying WatchEnded (never an Error), after which the watch id is not open."""
+        watch_id = command.watch_id
+        open_already = self._namespace_watches.pop(watch_id, None)
+        if open_already is not None:
+            assert self._namespace_registry is not None  # it opened the watch
+            # One WatchEnded for the id ends both: the client must not take the open watch's
+            # later updates for the refused one's, nor the refusal for the open one's end.
+            self._namespace_registry.end(
+                open_already,
+                ErrorCode.ID_IN_USE,
+                f"namespace watch id {watch_id} was opened again while open: both are ended",
+            )
+            return
+        try:
+            self._namespace_watches[watch_id] = self._open_namespace_watch(command)
+        except BrokerError as refusal:
+            if refusal.code.closes_connection:
+                raise
+            ended = WatchEnded(refusal.code, str(refusal))
+            await self.send(NamespaceUpdate(watch_id, ended=ended))
+
+    def _open_namespace_watch(self, command: WatchNamespace) -> NamespaceWatch:
+        problem = namespace_problem(command.namespace)
+        if problem is not None:
+            raise _RequestFailed(ErrorCode.INVALID_REQUEST, problem)
+        if len(command.filters) > MAX_NAMESPACE_WATCH_FILTERS:
+            raise _RequestFailed(
+                ErrorCode.INVALID_REQUEST,
+                f"a namespace watch takes at most {MAX_NAMESPACE_WATCH_FILTERS} filters, "
+                f"not {len(command.filters)}",
+            )
+        if self._authenticated.expired():
+            raise _RequestFailed(ErrorCode.AUTHENTICATION_FAILED, "the token has expired")
+        refusal = self._authenticated.principal.refusal(Action.READ, command.namespace)
+        if refusal is not None:
+            raise _RequestFailed(ErrorCode.NOT_AUTHORIZED, refusal)
+        self._limits.check_room(self.open_handles, type(command).__name__)
+        if self._namespace_registry is None:
+            raise _RequestFailed(
+                ErrorCode.SERVICE_NOT_READY, "this broker serves no namespace watch"
+            )
+        return self._namespace_registry.watch(
+            command.namespace,
+            command.filters,
+            command.watch_id,
+            command.current_hash,
+            self.send,
+            self.forget_namespace_watch,
+            self._config.max_frame_bytes,
+        )
+
+    async def _close_namespace_watch(self, command: NamespaceWatchClose) -> None:
+        watch = self._namespace_watches.pop(command.watch_id, None)
+        if watch is None or self._namespace_registry is None:
+            raise _RequestFailed(
+                ErrorCode.UNKNOWN_WATCH, f"namespace watch id {command.watch_id} is not open"
+            )
+        self._namespace_registry.release(watch)
+        await watch.close()  # no update of it follows the Success
+        await self.send(Success(command.request_id))
+
+    def forget_namespace_watch(self, watch: NamespaceWatch) -> None:
+        if self._namespace_watches.get(watch.watch_id) is watch:
+            del self._namespace_watches[watch.watch_id]
+
     # -- helpers --------------------------------------------------------------------------------
 
     @property
@@ -713,7 +795,7 @@ class Session:
             if relay is not None
         )
         held = len(self._producers) + len(self._opening) + len(self._consumers)
-        return held + len(self._watches) + relayed
+        return held + len(self._watches) + len(self._namespace_watches) + relayed
 
     def _connection_links(self) -> ConnectionLinks:
         """This connection's links to controllers, shared by its consumer and grant relays."""
@@ -822,6 +904,12 @@ class Session:
             self._topic_watches.release(watch)
             watch.cancel()
         self._watches.clear()
+        namespace_watches = list(self._namespace_watches.values())
+        self._namespace_watches.clear()
+        for namespace_watch in namespace_watches:
+            if self._namespace_registry is not None:
+                self._namespace_registry.release(namespace_watch)
+            await namespace_watch.cancel()
         for task in list(self._tasks):
             task.cancel()
         if self._links is not None:

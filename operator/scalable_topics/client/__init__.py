@@ -35,7 +35,9 @@ from .errors import (
     Timeout,
     TooManyOpen,
     Unauthorized,
+    UnsupportedVersion,
 )
+from .namespace_watcher import NamespaceWatcher, TopicSetChange
 from .producer import Producer
 from .queue_consumer import QueueConsumer
 from .stream_consumer import StreamConsumer
@@ -43,6 +45,7 @@ from .sync import (
     SyncAdmin,
     SyncCheckpointConsumer,
     SyncClient,
+    SyncNamespaceWatcher,
     SyncProducer,
     SyncQueueConsumer,
     SyncStreamConsumer,
@@ -63,6 +66,7 @@ __all__ = [
     "FailedSend",
     "InvalidRequest",
     "MessageTooLarge",
+    "NamespaceWatcher",
     "NotAuthorized",
     "NotFound",
     "OperationInProgress",
@@ -77,11 +81,14 @@ __all__ = [
     "SyncAdmin",
     "SyncCheckpointConsumer",
     "SyncClient",
+    "SyncNamespaceWatcher",
     "SyncProducer",
     "SyncQueueConsumer",
     "SyncStreamConsumer",
     "Timeout",
     "TooManyOpen",
+    "TopicSetChange",
     "Unauthorized",
+    "UnsupportedVersion",
     "write_client_config",
 ]

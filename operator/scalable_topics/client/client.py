@@ -13,7 +13,7 @@ import asyncio
 import logging
 import os
 import socket
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Mapping
 from types import TracebackType
 from typing import Protocol, TypeVar
 
@@ -25,7 +25,8 @@ from .admin import DEFAULT_CONNECT_TIMEOUT, Admin
 from .checkpoint_consumer import CheckpointConsumer
 from .client_settings import ClientSettings
 from .errors import ClientClosed, FailedSend, SendFailed
-from .names import check_subscription_name
+from .names import check_namespace_watch, check_subscription_name
+from .namespace_watcher import NamespaceWatcher
 from .pool import ConnectionPool
 from .producer import Producer
 from .queue_consumer import QueueConsumer
@@ -154,6 +155,28 @@ class Client:
     async def _start_watch(self, topic: str) -> TopicWatcher:
         watcher = TopicWatcher(topic, self.pool, self.service_urls)
         await watcher.start(self.operation_timeout)
+        return watcher
+
+    async def watch_namespace(
+        self, namespace: str, filters: Mapping[str, str] | None = None
+    ) -> NamespaceWatcher:
+        """A started watch of the set of topics of ``namespace`` whose properties hold every
+        ``filters`` pair (every topic of the namespace without filters): ``topics`` is the set
+        (qualified names) and follows every change; ``listen()`` or ``async for`` hear each
+        change. Closed with the client; close it when done. ValueError for a namespace that
+        cannot be one or filters that cannot be sent; the errors of NamespaceWatcher.start
+        (NotAuthorized for a token without a role on the namespace, UnsupportedVersion when
+        every broker is too old to serve it, Timeout after ``operation_timeout``)."""
+        filters = check_namespace_watch(namespace, filters)
+        watcher = NamespaceWatcher(namespace, filters, self.pool, self.service_urls)
+        # Untracked once over, so that a client opening many in turn does not hold them all.
+        watcher.listen(_ignore, lambda _: self.untrack(watcher))
+        self.track(watcher)
+        try:
+            await watcher.start(self.operation_timeout)
+        except BaseException:
+            self.untrack(watcher)
+            raise
         return watcher
 
     async def _started(self, opened: _Opened, start: Awaitable[None]) -> _Opened:
@@ -323,3 +346,7 @@ class Client:
             self, watcher, subscription, consumer_name, receive_queue_size=receive_queue_size
         )
         return await self._started(consumer, consumer._start())
+
+
+def _ignore(change: object) -> None:
+    """A listener that hears only the end."""

@@ -39,6 +39,7 @@ from ..protocol import (
     ExclusiveGranted,
     ExclusiveRevoked,
     Message,
+    NamespaceUpdate,
     Ping,
     Pong,
     ProducerClosed,
@@ -76,6 +77,7 @@ class Channel(Enum):
     PRODUCER = "producer"
     CONSUMER = "consumer"
     WATCH = "watch"
+    NAMESPACE_WATCH = "namespace watch"
     REGISTRATION = "registration"
     GRANT = "grant"
 
@@ -97,6 +99,8 @@ def _route(command: Command) -> tuple[Channel, int] | None:
             return Channel.PRODUCER, command.producer_id
         case TopicUpdate(request_id=None) | WatchClosed():
             return Channel.WATCH, command.watch_id
+        case NamespaceUpdate():
+            return Channel.NAMESPACE_WATCH, command.watch_id
         case ConsumerAssignment() | RegistrationClosed():
             return Channel.REGISTRATION, command.registration_id
         case ExclusiveGranted(request_id=None) | ExclusiveRevoked():
@@ -123,6 +127,7 @@ class BrokerConnection:
         self._background: set[asyncio.Task[Any]] = set()
         self._handshaken = False
         self.broker_name = ""
+        self.protocol_version = 0  # the version the handshake agreed on
         self.max_frame_bytes = DEFAULT_MAX_FRAME_BYTES
         self.max_message_bytes = 0
 
@@ -168,6 +173,7 @@ class BrokerConnection:
         assert isinstance(reply, Connected)
         connection._handshaken = True
         connection.broker_name = reply.broker_name
+        connection.protocol_version = reply.protocol_version
         connection.max_frame_bytes = reply.max_frame_bytes
         connection.max_message_bytes = reply.max_message_bytes
         return connection

@@ -98,6 +98,12 @@ class TooManyOpen(ClientError):
     (the message says how many). Not retried: close some first, or raise the broker's limit."""
 
 
+class UnsupportedVersion(ClientError):
+    """No broker can do what was asked in the protocol version it agreed on with this client
+    (a namespace watch needs version 2; a broker of an older release speaks 1): the message
+    names each broker and its version. Upgrade the brokers."""
+
+
 class ServerError(ClientError):
     """The broker or controller failed, or is not ready; retrying later may help."""
 
@@ -143,6 +149,7 @@ _BY_CODE: dict[ErrorCode, type[ClientError]] = {
     ErrorCode.CONSUMER_BUSY: ConsumerBusy,
     ErrorCode.MESSAGE_TOO_LARGE: MessageTooLarge,
     ErrorCode.TOO_MANY_OPEN: TooManyOpen,
+    ErrorCode.UNSUPPORTED_VERSION: UnsupportedVersion,
 }
 
 # Refusals that a later attempt can overcome without the application changing anything.

@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import functools
 import os
 import threading
-from collections.abc import Awaitable, Callable, Coroutine, Iterator, Mapping
+from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine, Iterator, Mapping
 from types import TracebackType
 from typing import Any, Concatenate, Generic, ParamSpec, Protocol, Self, TypeVar
 
@@ -28,6 +29,7 @@ from .client import Client
 from .client_settings import ClientSettings
 from .consumer_message import ReceivedMessage
 from .errors import ClientClosed
+from .namespace_watcher import NamespaceWatcher, TopicSetChange
 from .ordered_consumer import OrderedTopicConsumer
 from .producer import Producer
 from .queue_consumer import QueueConsumer
@@ -253,6 +255,43 @@ class SyncCheckpointConsumer(_SyncOrderedConsumer[CheckpointConsumer]):
     close = _blocking(CheckpointConsumer.close)
 
 
+class SyncNamespaceWatcher(_Facade[NamespaceWatcher]):
+    """A namespace watch, blocking: ``topics`` is the set now; iterating blocks for each
+    change (from the iteration's first step on), ends when the watch is closed and raises the
+    error it ended with otherwise."""
+
+    close = _blocking(NamespaceWatcher.close)
+
+    @property
+    def namespace(self) -> str:
+        return self._target.namespace
+
+    @property
+    def filters(self) -> Mapping[str, str]:
+        return self._target.filters
+
+    @property
+    def topics(self) -> frozenset[str]:
+        return self._runner.call(lambda: self._target.topics)
+
+    def __iter__(self) -> Iterator[TopicSetChange]:
+        """Every change from this call on (``iter(watcher)`` starts listening at once)."""
+        return self._iterate(self._runner.call(self._target.__aiter__))
+
+    def _iterate(self, changes: AsyncGenerator[TopicSetChange, None]) -> Iterator[TopicSetChange]:
+        try:
+            while True:
+                try:
+                    yield self._runner.run(anext(changes))
+                except StopAsyncIteration:
+                    return
+        finally:
+            # The iteration stops listening (a caller that broke out of its loop included);
+            # a closed client has ended it already.
+            with contextlib.suppress(ClientClosed):
+                self._runner.run(changes.aclose())
+
+
 class SyncAdmin(_Facade[Admin]):
     create_topic = _blocking(Admin.create_topic)
     list_topics = _blocking(Admin.list_topics)
@@ -288,6 +327,7 @@ class SyncClient(_Facade[Client]):
     subscribe_queue = _opening(Client.subscribe_queue, SyncQueueConsumer)
     subscribe_stream = _opening(Client.subscribe_stream, SyncStreamConsumer)
     subscribe_checkpoint = _opening(Client.subscribe_checkpoint, SyncCheckpointConsumer)
+    watch_namespace = _opening(Client.watch_namespace, SyncNamespaceWatcher)
 
     def admin(self) -> SyncAdmin:
         """Topic administration through the same brokers (the caller closes it)."""

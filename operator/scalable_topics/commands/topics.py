@@ -20,6 +20,7 @@ from .admin_call import (
 )
 from .output import print_json, print_table
 from .topic_text import LIST_HEADER, describe_text, list_rows
+from .topics_watch import add_topics_watch
 
 Subcommands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 
@@ -277,3 +278,4 @@ def add_topics(commands: Subcommands) -> None:
     _add_describe_delete(topic_commands)
     _add_scaling(topic_commands)
     _add_stats(topic_commands)
+    add_topics_watch(topic_commands)

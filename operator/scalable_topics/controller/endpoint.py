@@ -47,6 +47,7 @@ from ..protocol import (
     ConsumerAssignment,
     Error,
     ErrorCode,
+    NamespaceUpdate,
     Ping,
     Pong,
     ProtocolError,
@@ -56,10 +57,13 @@ from ..protocol import (
     Sender,
     Success,
     UnregisterConsumer,
+    WatchEnded,
+    WatchNamespace,
     close_code_for,
     decode_frame,
     encode_frame,
     negotiate_version,
+    speaks,
 )
 from ..store.informers import Informers
 from ..tasks import cancel_and_wait
@@ -311,6 +315,15 @@ class EndpointSession:
                 Error(None, ErrorCode.NOT_CONNECTED, f"{type(command).__name__} before Connect")
             )
             return ErrorCode.NOT_CONNECTED
+        if self._version is not None and not speaks(self._version, command):
+            self.enqueue(
+                Error(
+                    _request_id(command),
+                    ErrorCode.UNKNOWN_COMMAND,
+                    f"{type(command).__name__} is not part of protocol version {self._version}",
+                )
+            )
+            return ErrorCode.UNKNOWN_COMMAND
         try:
             self._dispatch(command)
         except _Refused as refusal:
@@ -339,6 +352,12 @@ class EndpointSession:
                 self._spawn(command.request_id, self._grant_requests.acquire(command))
             case ReleaseExclusive():
                 self._spawn(command.request_id, self._grant_requests.release(command))
+            case WatchNamespace():
+                # Refused as every namespace watch refusal is: the watch ends, and the
+                # connection carries on.
+                message = "a controller endpoint does not serve WatchNamespace: watch at a broker"
+                ended = WatchEnded(ErrorCode.INVALID_REQUEST, message)
+                self.enqueue(NamespaceUpdate(command.watch_id, ended=ended))
             case _:
                 raise _Refused(
                     ErrorCode.UNEXPECTED_COMMAND

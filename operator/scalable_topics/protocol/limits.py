@@ -20,3 +20,7 @@ MAX_PRODUCER_EPOCH: Final = 2**63 - 1
 
 # A topic_set_hash is a CRC32C: 32 bits.
 MAX_TOPIC_SET_HASH: Final = 2**32 - 1
+
+# The most property filters a WatchNamespace may carry (more is refused as InvalidRequest): a
+# topic is tested against every one on each change of it, for every watch of its namespace.
+MAX_NAMESPACE_WATCH_FILTERS: Final = 64
