@@ -15,7 +15,7 @@ import os
 import socket
 from collections.abc import Awaitable, Mapping
 from types import TracebackType
-from typing import Protocol, TypeVar
+from typing import Protocol, TypeVar, overload
 
 import aiohttp
 
@@ -26,10 +26,13 @@ from .checkpoint_consumer import CheckpointConsumer
 from .client_settings import ClientSettings
 from .errors import ClientClosed, FailedSend, SendFailed
 from .names import check_namespace_watch, check_subscription_name
+from .namespace_queue_consumer import NamespaceQueueConsumer
+from .namespace_stream_consumer import NamespaceStreamConsumer
 from .namespace_watcher import NamespaceWatcher
+from .ordered_consumer import check_ordered_options
 from .pool import ConnectionPool
 from .producer import Producer
-from .queue_consumer import QueueConsumer
+from .queue_consumer import QueueConsumer, check_queue_options
 from .segment_writer import DEFAULT_MAX_PENDING_BATCHES, Batching
 from .service_urls import parse_service_urls
 from .stream_consumer import StreamConsumer
@@ -269,6 +272,7 @@ class Client:
 
     # -- consumers ------------------------------------------------------------------------------
 
+    @overload
     async def subscribe_queue(
         self,
         topic: str,
@@ -282,8 +286,47 @@ class Client:
         nack_redelivery_delay: float = 1.0,
         dead_letter_topic: str | None = None,
         max_redeliveries: int | None = None,
-    ) -> QueueConsumer:
-        """A queue consumer of ``subscription`` on every segment of ``topic``.
+    ) -> QueueConsumer: ...
+
+    @overload
+    async def subscribe_queue(
+        self,
+        topic: None = None,
+        subscription: str | None = None,
+        *,
+        namespace: str,
+        filters: Mapping[str, str] | None = None,
+        consumer_name: str | None = None,
+        key_ordered: bool = False,
+        initial_position: str = "Earliest",
+        receive_queue_size: int = 1000,
+        ack_timeout: float | None = None,
+        nack_redelivery_delay: float = 1.0,
+        dead_letter_topic: str | None = None,
+        max_redeliveries: int | None = None,
+    ) -> NamespaceQueueConsumer: ...
+
+    async def subscribe_queue(
+        self,
+        topic: str | None = None,
+        subscription: str | None = None,
+        *,
+        namespace: str | None = None,
+        filters: Mapping[str, str] | None = None,
+        consumer_name: str | None = None,
+        key_ordered: bool = False,
+        initial_position: str = "Earliest",
+        receive_queue_size: int = 1000,
+        ack_timeout: float | None = None,
+        nack_redelivery_delay: float = 1.0,
+        dead_letter_topic: str | None = None,
+        max_redeliveries: int | None = None,
+    ) -> QueueConsumer | NamespaceQueueConsumer:
+        """A queue consumer of ``subscription`` on every segment of ``topic``; or, with
+        ``namespace`` in place of a topic, on every topic of the namespace whose properties
+        hold every ``filters`` pair (every topic without filters), following the set as topics
+        come and go (a NamespaceQueueConsumer: one queue consumer per topic with these
+        options, one receive queue; ``message.topic`` names each message's topic).
 
         Messages are unordered and acknowledged one by one, unless ``key_ordered``: then each
         key is delivered to one consumer at a time, in order, across splits and merges.
@@ -293,8 +336,28 @@ class Client:
         acknowledged one after ``nack_redelivery_delay`` seconds, doubled with each
         redelivery. With ``max_redeliveries``, a message delivered that often is published to
         ``dead_letter_topic`` (default ``<topic>-dlq``, if that topic exists) and acknowledged.
+        ValueError for a topic and a namespace both or neither, or filters without a namespace.
         """
-        check_subscription_name(subscription, "subscription")
+        subscription = _checked_source(topic, subscription, namespace, filters)
+        position = InitialPosition(initial_position)
+        if namespace is not None:
+            # Before the watch opens: nothing to close when an option is refused.
+            check_queue_options(receive_queue_size, nack_redelivery_delay, max_redeliveries)
+            several = NamespaceQueueConsumer(
+                self,
+                await self.watch_namespace(namespace, filters),
+                subscription,
+                consumer_name=consumer_name,
+                key_ordered=key_ordered,
+                initial_position=position,
+                receive_queue_size=receive_queue_size,
+                ack_timeout=ack_timeout,
+                nack_redelivery_delay=nack_redelivery_delay,
+                max_redeliveries=max_redeliveries,
+                dead_letter_topic=dead_letter_topic,
+            )
+            return await self._started(several, several._start())
+        assert topic is not None
         watcher = await self.watch(topic)
         consumer = QueueConsumer(
             self,
@@ -302,7 +365,7 @@ class Client:
             subscription,
             consumer_name=consumer_name,
             key_ordered=key_ordered,
-            initial_position=InitialPosition(initial_position),
+            initial_position=position,
             receive_queue_size=receive_queue_size,
             ack_timeout=ack_timeout,
             nack_redelivery_delay=nack_redelivery_delay,
@@ -310,6 +373,7 @@ class Client:
         )
         return await self._started(consumer, consumer._start(dead_letter_topic))
 
+    @overload
     async def subscribe_stream(
         self,
         topic: str,
@@ -317,12 +381,55 @@ class Client:
         consumer_name: str,
         *,
         receive_queue_size: int = 1000,
-    ) -> StreamConsumer:
+    ) -> StreamConsumer: ...
+
+    @overload
+    async def subscribe_stream(
+        self,
+        topic: None = None,
+        subscription: str | None = None,
+        consumer_name: str | None = None,
+        *,
+        namespace: str,
+        filters: Mapping[str, str] | None = None,
+        receive_queue_size: int = 1000,
+    ) -> NamespaceStreamConsumer: ...
+
+    async def subscribe_stream(
+        self,
+        topic: str | None = None,
+        subscription: str | None = None,
+        consumer_name: str | None = None,
+        *,
+        namespace: str | None = None,
+        filters: Mapping[str, str] | None = None,
+        receive_queue_size: int = 1000,
+    ) -> StreamConsumer | NamespaceStreamConsumer:
         """A stream consumer of ``subscription`` (declared with type Stream in the topic's
         spec), reading the segments the topic's controller assigns to ``consumer_name``: each
         key in order, acknowledged cumulatively. Consumers of one subscription share the
-        segments; the name keeps a consumer's segments across reconnects."""
-        check_subscription_name(subscription, "subscription")
+        segments; the name keeps a consumer's segments across reconnects.
+
+        With ``namespace`` in place of a topic: on every topic of the namespace whose
+        properties hold every ``filters`` pair, following the set as topics come and go (a
+        NamespaceStreamConsumer: one stream consumer per topic, one receive queue, each key in
+        order within its topic; acknowledging a message cumulatively acknowledges everything
+        received before it on every topic). ValueError for a topic and a namespace both or
+        neither, or filters without a namespace."""
+        subscription = _checked_source(topic, subscription, namespace, filters)
+        if consumer_name is None:
+            raise ValueError("stream consumers need a consumer_name")
+        if namespace is not None:
+            check_ordered_options(receive_queue_size, consumer_name)
+            streams = NamespaceStreamConsumer(
+                self,
+                await self.watch_namespace(namespace, filters),
+                subscription,
+                consumer_name,
+                receive_queue_size=receive_queue_size,
+            )
+            return await self._started(streams, streams._start())
+        assert topic is not None
         watcher = await self.watch(topic)
         consumer = StreamConsumer(
             self, watcher, subscription, consumer_name, receive_queue_size=receive_queue_size
@@ -346,6 +453,29 @@ class Client:
             self, watcher, subscription, consumer_name, receive_queue_size=receive_queue_size
         )
         return await self._started(consumer, consumer._start())
+
+
+def _checked_source(
+    topic: str | None,
+    subscription: str | None,
+    namespace: str | None,
+    filters: Mapping[str, str] | None,
+) -> str:
+    """The subscription, once the consumer has exactly one source: a topic, or a namespace
+    (with its filters); ValueError naming the problem otherwise."""
+    if topic is not None and namespace is not None:
+        raise ValueError(
+            f"consume topic {topic!r} or namespace {namespace!r}, not both: a namespace "
+            "consumer reads every topic of the namespace (that its filters select)"
+        )
+    if topic is None and namespace is None:
+        raise ValueError("give the topic to consume, or namespace= for every topic of one")
+    if filters is not None and namespace is None:
+        raise ValueError("filters select topics of a namespace: give namespace= with them")
+    if subscription is None:
+        raise ValueError("give the subscription to consume")
+    check_subscription_name(subscription, "subscription")
+    return subscription
 
 
 def _ignore(change: object) -> None:
