@@ -202,7 +202,7 @@ class NamespaceConsumer(Generic[C]):
             self._attach(topic)
 
     def _on_end(self, error: ClientError) -> None:
-        if not self._closed:
+        if not isinstance(error, ClientClosed):  # closed: by this consumer or its client
             log.warning("the watch of namespace %s ended: %s", self.namespace, error)
         self._mux.fail(error)
 
