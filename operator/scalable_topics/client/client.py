@@ -446,7 +446,7 @@ class Client:
     ) -> CheckpointConsumer:
         """A checkpoint consumer of ``subscription`` (declared with type Checkpoint): segments
         assigned as for a stream consumer, positions kept by the application with
-        ``checkpoint()`` and ``seek()``."""
+        ``checkpoint()`` and ``seek()``. One topic only: a checkpoint names its segments."""
         check_subscription_name(subscription, "subscription")
         watcher = await self.watch(topic)
         consumer = CheckpointConsumer(
