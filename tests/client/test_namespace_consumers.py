@@ -124,19 +124,22 @@ async def test_acknowledgements_take_the_message_itself_and_nacks_go_back_to_its
 async def test_a_topic_added_to_the_set_is_consumed_and_one_removed_is_let_go(
     cluster: ClientCluster,
 ) -> None:
-    async with cluster.client() as client:
-        await create_topics(client, ["a", "b"])
+    async with cluster.client() as client, cluster.client() as producing:
+        await create_topics(producing, ["a", "b"])
         topics = ScriptedTopics(["a"])
         consumer = await queue_consumer(client, topics)
         topics.change(added=["b"])
         await eventually(lambda: qualified("b") in consumer.attached_topics, "b attached")
-        sent = await produce_each(client, ["a", "b"], 5)
+        sent = await produce_each(producing, ["a", "b"], 5)
         await receive_until(consumer, sent, consumer.acknowledge)
 
         topics.change(removed=["a"])
-        await eventually(lambda: consumer.topics == {qualified("b")}, "a let go")
+        assert consumer.topics == {qualified("b")}
+        # Its consumer closed and its DAG watch too: nothing else of the client used it.
+        await eventually(lambda: qualified("a") not in client._watchers, "a's watch closed")
+        assert qualified("b") in client._watchers
         # a's subscription has no consumer left: another consumer of it gets a's messages.
-        later = await produce_each(client, ["a"], 3, start=5)
+        later = await produce_each(producing, ["a"], 3, start=5)
         other = await queue_consumer(client, ScriptedTopics(["a"]), consumer_name="other")
         received = await receive_until(other, later, other.acknowledge)
         assert sorted(m.payload.decode() for m in received) == sorted(later)

@@ -13,6 +13,7 @@ import asyncio
 import logging
 import os
 import socket
+from collections import Counter
 from collections.abc import Awaitable, Mapping
 from types import TracebackType
 from typing import Protocol, TypeVar, overload
@@ -73,6 +74,7 @@ class Client:
         self._session: aiohttp.ClientSession | None = None
         self._pool: ConnectionPool | None = None
         self._watchers: dict[str, asyncio.Task[TopicWatcher]] = {}
+        self._watch_users: Counter[str] = Counter()
         self._closables: set[_Closable] = set()
         self._closed = False
 
@@ -143,7 +145,9 @@ class Client:
     async def watch(self, topic: str) -> TopicWatcher:
         """The topic's DAG watch, shared by everything this client opens on the topic;
         NotFound when the topic does not exist. A watch that ended (its topic was deleted) is
-        replaced by a new one, for a topic created again under the same name."""
+        replaced by a new one, for a topic created again under the same name. Each call is a
+        user of the watch until :meth:`release_watch`; one never released (producers and
+        single-topic consumers do not) stays open until the client closes."""
         topic = qualified_topic(topic)
         starting = self._watchers.get(topic)
         if (
@@ -153,7 +157,35 @@ class Client:
         ):
             starting = asyncio.get_running_loop().create_task(self._start_watch(topic))
             self._watchers[topic] = starting
-        return await asyncio.shield(starting)
+        self._watch_users[topic] += 1
+        try:
+            return await asyncio.shield(starting)
+        except BaseException:
+            self._drop_watch_user(topic)  # a start that failed has nothing to close
+            raise
+
+    async def release_watch(self, topic: str) -> None:
+        """One user of the topic's watch less (a namespace consumer's topic left its set):
+        the watch closes once nobody uses it, so following a namespace whose topics come and
+        go does not keep a DAG watch open per topic ever seen."""
+        watcher = self._drop_watch_user(qualified_topic(topic))
+        if watcher is not None:
+            await watcher.close()
+
+    def _drop_watch_user(self, topic: str) -> TopicWatcher | None:
+        """Count one user less; at none, forget the watch and return it when it is open."""
+        left = self._watch_users[topic] - 1
+        if left > 0:
+            self._watch_users[topic] = left
+            return None
+        self._watch_users.pop(topic, None)
+        starting = self._watchers.get(topic)
+        if starting is None or not starting.done():
+            return None  # still starting: whoever comes next uses it, or the client closes it
+        del self._watchers[topic]
+        if starting.cancelled() or starting.exception() is not None:
+            return None
+        return starting.result()
 
     async def _start_watch(self, topic: str) -> TopicWatcher:
         watcher = TopicWatcher(topic, self.pool, self.service_urls)

@@ -31,6 +31,7 @@ from .consumer_message import ReceivedMessage
 from .errors import ClientClosed, ClientError, Timeout
 from .receive_queue import QueuedMessage
 from .topic_mux import Feed, MuxQueue
+from .topic_watcher import TopicWatcher
 
 if TYPE_CHECKING:
     from .client import Client
@@ -147,7 +148,7 @@ class NamespaceConsumer(Generic[C]):
 
     # -- what the subclasses provide ------------------------------------------------------------
 
-    async def _make(self, feed: Feed[C]) -> C:
+    def _make(self, feed: Feed[C], watcher: TopicWatcher) -> C:
         """The consumer of ``feed.topic``, not started, putting its messages into ``feed``."""
         raise NotImplementedError
 
@@ -273,17 +274,21 @@ class NamespaceConsumer(Generic[C]):
             await asyncio.sleep(delay)
 
     async def _open(self, feed: Feed[C]) -> None:
-        consumer = await self._make(feed)
-        feed.consumer = consumer
+        watcher = await self._client.watch(feed.topic)
+        consumer: C | None = None
         try:
+            consumer = feed.consumer = self._make(feed, watcher)
             await self._start_consumer(consumer)
         except BaseException:
             feed.close()
-            await _completed(self._quietly(consumer.close()))
+            if consumer is not None:
+                await _completed(self._quietly(consumer.close()))
+            await _completed(self._quietly(self._client.release_watch(feed.topic)))
             raise
 
     async def _retire(self, feed: Feed[C]) -> None:
-        """Stop taking the consumer's messages, then close it."""
+        """Stop taking the consumer's messages, then close it and let go of its topic's
+        DAG watch."""
         feed.close()
         consumer = feed.consumer
         if consumer is None:
@@ -295,13 +300,14 @@ class NamespaceConsumer(Generic[C]):
                 self._close_errors.append(error)
             else:
                 log.warning("closing the consumer of %s: %s", feed.topic, error)
+        await self._quietly(self._client.release_watch(feed.topic))
 
     @staticmethod
     async def _quietly(closing: Coroutine[Any, Any, None]) -> None:
         try:
             await closing
         except ClientError as error:
-            log.debug("closing a consumer that failed to start: %s", error)
+            log.debug("closing after a failure: %s", error)
 
     # -- receiving ------------------------------------------------------------------------------
 

@@ -20,6 +20,7 @@ from .namespace_consumer import NamespaceConsumer, RoutedMessage, TopicSet
 from .queue_consumer import QueueConsumer, check_queue_options
 from .receive_queue import QueuedMessage
 from .topic_mux import Feed
+from .topic_watcher import TopicWatcher
 
 if TYPE_CHECKING:
     from .client import Client
@@ -54,10 +55,10 @@ class NamespaceQueueConsumer(NamespaceConsumer[QueueConsumer]):
         self._max_redeliveries = max_redeliveries
         self._dead_letter_topic = dead_letter_topic
 
-    async def _make(self, feed: Feed[QueueConsumer]) -> QueueConsumer:
+    def _make(self, feed: Feed[QueueConsumer], watcher: TopicWatcher) -> QueueConsumer:
         return QueueConsumer(
             self._client,
-            await self._client.watch(feed.topic),
+            watcher,
             self.subscription,
             consumer_name=self.consumer_name,
             key_ordered=self._key_ordered,

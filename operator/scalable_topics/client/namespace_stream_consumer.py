@@ -24,6 +24,7 @@ from .ordered_consumer import check_ordered_options
 from .receive_queue import QueuedMessage
 from .stream_consumer import StreamConsumer
 from .topic_mux import Feed
+from .topic_watcher import TopicWatcher
 
 if TYPE_CHECKING:
     from .client import Client
@@ -51,10 +52,10 @@ class NamespaceStreamConsumer(NamespaceConsumer[StreamConsumer]):
         self._receive_queue_size = receive_queue_size
         self._ledger: DeliveryLedger[Feed[StreamConsumer]] = DeliveryLedger()
 
-    async def _make(self, feed: Feed[StreamConsumer]) -> StreamConsumer:
+    def _make(self, feed: Feed[StreamConsumer], watcher: TopicWatcher) -> StreamConsumer:
         return StreamConsumer(
             self._client,
-            await self._client.watch(feed.topic),
+            watcher,
             self.subscription,
             self.consumer_name,
             receive_queue_size=self._receive_queue_size,
