@@ -5,7 +5,8 @@ one through the topic's consumer.
 Each topic's consumer is the single-topic one, with its options: the same subscription and
 consumer name on every topic, Shared or Key_Shared, acknowledgement timeouts, negative
 acknowledgements and dead-lettering (to ``dead_letter_topic``, else ``<topic>-dlq`` of each
-topic).
+topic). Dead-letter topics in the namespace are topics of it like the others: without filters
+that leave them out, this consumer reads them too.
 """
 
 from __future__ import annotations
