@@ -33,6 +33,7 @@ bench: install
 	$(BIN)/python benchmarks/bench_segment_log.py
 	$(BIN)/python benchmarks/bench_broker.py
 	$(BIN)/python benchmarks/bench_connections.py
+	$(BIN)/python benchmarks/bench_namespace_watch.py
 	$(BIN)/python benchmarks/bench_backlog_counts.py
 	$(BIN)/python benchmarks/bench_memory.py
 	$(BIN)/python benchmarks/bench_scaling.py

@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 from aiohttp.test_utils import TestServer
 
@@ -373,3 +374,35 @@ async def test_a_broker_that_stops_ends_its_watches_with_service_not_ready(
         await server.close()
         refusal = ended(1, await client.namespace_update(1))
     assert refusal == WatchEnded(ErrorCode.SERVICE_NOT_READY, "the broker is shutting down")
+
+
+async def test_the_open_watches_are_on_the_metrics(store: EmbeddedStore, start: Start) -> None:
+    server = await start()
+    await seen(server, store)
+    metrics_url = f"http://127.0.0.1:{server.port}/metrics"
+    async with connected(server) as client, aiohttp.ClientSession() as http:
+        for watch_id, filters in enumerate([{}, {}, {"env": "prod"}]):
+            await client.watch_namespace(watch_id, NS, filters)
+            assert await client.namespace_snapshot(watch_id) == ()
+        async with http.get(metrics_url) as response:
+            text = await response.text()
+    assert "st_broker_namespace_watches 3.0" in text
+    assert "st_broker_namespace_watch_groups 2.0" in text
+
+
+async def test_a_failure_opening_a_watch_ends_it_as_an_internal_error(
+    store: EmbeddedStore, start: Start, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    server = await start()
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(registry(server), "watch", broken)
+    async with connected(server) as client:
+        await client.watch_namespace(1, NS)
+        refusal = ended(1, await client.namespace_update(1))
+        assert refusal == WatchEnded(ErrorCode.INTERNAL_ERROR, "internal error: a bug")
+        with pytest.raises(RequestFailed) as refused:
+            await client.close_namespace_watch(1)
+        assert refused.value.code is ErrorCode.UNKNOWN_WATCH

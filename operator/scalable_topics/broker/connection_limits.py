@@ -9,8 +9,8 @@
   more on it (``refused_upgrade``). The admin HTTP API takes no slot: its requests are bounded
   by the handshake and body timeouts.
 - **Open handles.** One connection holds at most ``--max-open-per-connection`` producers (ones
-  waiting for exclusive access included), consumers, DAG watches, relayed consumer registrations
-  and relayed exclusive grants, all kinds together. A request that would open one more is
+  waiting for exclusive access included), consumers, DAG and namespace watches, relayed consumer
+  registrations and relayed exclusive grants, all kinds together. A request that would open one more is
   refused with ``TooManyOpen`` (``check_room``); the connection and what it holds stay. The
   session counts what it holds from its own tables at each request, so closing anything frees
   its place and no count can drift.

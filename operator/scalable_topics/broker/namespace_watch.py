@@ -19,6 +19,7 @@ changed name), never a queue of updates, so a slow client costs at most the set.
 from __future__ import annotations
 
 import asyncio
+import builtins
 import logging
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
@@ -64,7 +65,7 @@ class TopicSource(Protocol):
 
     def subscribe(self, handler: Handler) -> Unsubscribe: ...
 
-    def list(self, namespace: str | None = None) -> list[dict[str, Any]]: ...
+    def list(self, namespace: str | None = None) -> builtins.list[dict[str, Any]]: ...
 
 
 class NamespaceWatch:
@@ -217,6 +218,9 @@ class NamespaceWatchRegistry:
         self._sync_wait = sync_wait_seconds
         self._namespaces: dict[str, dict[Filters, _Group]] = {}
         self._loaders = TaskOwner("a namespace watch's load", log)
+        # The senders of watches the broker ended, until their WatchEnded is out: no session
+        # holds those watches any more, so the registry owns what is left of them.
+        self._ending: set[asyncio.Task[None]] = set()
         self._unsubscribe: Unsubscribe | None = None
         self._stopped = False
         # What the informer's changes cost, for tests and benchmarks: changes received, groups
@@ -248,16 +252,13 @@ class NamespaceWatchRegistry:
         if self._unsubscribe is not None:
             self._unsubscribe()
             self._unsubscribe = None
-        senders: list[asyncio.Task[None]] = []
         for groups in list(self._namespaces.values()):
             for group in list(groups.values()):
                 for watch in list(group.watches):
                     self.end(watch, ErrorCode.SERVICE_NOT_READY, "the broker is shutting down")
-                    if watch.sender is not None:
-                        senders.append(watch.sender)
         await self._loaders.close()
-        if senders:
-            _, late = await asyncio.wait(senders, timeout=_SHUTDOWN_SEND_SECONDS)
+        if self._ending:
+            _, late = await asyncio.wait(set(self._ending), timeout=_SHUTDOWN_SEND_SECONDS)
             await cancel_all(late, log, "a namespace watch sender")
 
     def watch(
@@ -319,6 +320,10 @@ class NamespaceWatchRegistry:
         """End an open watch from the broker's side: WatchEnded ``code``, then nothing."""
         self.release(watch)
         watch.end(code, message)
+        sender = watch.sender
+        if sender is not None and not sender.done():
+            self._ending.add(sender)
+            sender.add_done_callback(self._ending.discard)
 
     # -- loading a group's set --------------------------------------------------------------------
 

@@ -738,6 +738,11 @@ class Session:
                 raise
             ended = WatchEnded(refusal.code, str(refusal))
             await self.send(NamespaceUpdate(watch_id, ended=ended))
+        except Exception as error:
+            # A bug costs this watch, answered as every refusal of one is.
+            log.exception("opening namespace watch %d failed", watch_id)
+            ended = WatchEnded(ErrorCode.INTERNAL_ERROR, f"internal error: {error}")
+            await self.send(NamespaceUpdate(watch_id, ended=ended))
 
     def _open_namespace_watch(self, command: WatchNamespace) -> NamespaceWatch:
         problem = namespace_problem(command.namespace)
