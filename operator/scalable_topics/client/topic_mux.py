@@ -13,8 +13,10 @@ the application takes its messages, so each segment of each topic has at most th
 brokers, not the other topics.
 
 A feed closed (its topic left the set, or its consumer is replaced after a failure) puts
-nothing more, and what it had queued is dropped at once: that consumer can no longer
-acknowledge it, and the brokers deliver it again to the subscription's next consumer.
+nothing more, and what it had queued is dropped: that consumer can no longer acknowledge it,
+and the brokers deliver it again to the subscription's next consumer. Dropped messages are
+skipped as they come up, and the queue is compacted once most of it is dropped ones, so many
+topics leaving at once cost a pass over the queue each time it halves, not one per topic.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ class Feed(Generic[C]):
         self.mux = mux
         # Set as soon as the consumer is made, before it starts: it may deliver at once.
         self.consumer: C | None = None
+        self.queued = 0  # its messages in the queue (the queue counts them)
         self._on_failure = on_failure
         self._open = True
 
@@ -66,19 +69,26 @@ class Feed(Generic[C]):
 class MuxQueue(Generic[C]):
     def __init__(self) -> None:
         self._items: deque[tuple[Feed[C], QueuedMessage]] = deque()
+        self._dropped = 0  # items in the queue whose feed is closed
         self._nonempty = asyncio.Event()
         self._failure: ClientError | None = None
 
     def __len__(self) -> int:
-        return len(self._items)
+        """Messages queued, dropped ones not counted."""
+        return len(self._items) - self._dropped
 
     def put(self, feed: Feed[C], item: QueuedMessage) -> None:
         self._items.append((feed, item))
+        feed.queued += 1
         self._nonempty.set()
 
     def drop(self, feed: Feed[C]) -> None:
-        """Forget what ``feed`` queued (once per topic leaving: a pass over the queue)."""
-        self._items = deque(entry for entry in self._items if entry[0] is not feed)
+        """Forget what ``feed`` (closed) queued."""
+        self._dropped += feed.queued
+        feed.queued = 0
+        if self._dropped * 2 > len(self._items):
+            self._items = deque(entry for entry in self._items if entry[0].open)
+            self._dropped = 0
 
     def fail(self, error: ClientError) -> None:
         """``get`` raises ``error`` from now on, queued messages or not: the consumer as a
@@ -95,7 +105,11 @@ class MuxQueue(Generic[C]):
                 raise self._failure
             while self._items:
                 feed, item = self._items.popleft()
-                if feed.open and item.source.take(item):
+                if not feed.open:
+                    self._dropped -= 1
+                    continue
+                feed.queued -= 1
+                if item.source.take(item):
                     return feed, item
             self._nonempty.clear()
             await self._nonempty.wait()
