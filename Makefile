@@ -39,6 +39,7 @@ bench: install
 	$(BIN)/python benchmarks/bench_scaling.py
 	$(BIN)/python benchmarks/bench_client.py
 	$(BIN)/python benchmarks/bench_namespace_diff_latency.py
+	$(BIN)/python benchmarks/bench_namespace_consumer.py
 	$(BIN)/python benchmarks/bench_control_plane.py --topics 1000 --topics 10000
 	$(BIN)/python benchmarks/bench_kubeapi.py
 	$(BIN)/python benchmarks/bench_kube_path.py

@@ -37,6 +37,8 @@ from .errors import (
     Unauthorized,
     UnsupportedVersion,
 )
+from .namespace_queue_consumer import NamespaceQueueConsumer
+from .namespace_stream_consumer import NamespaceStreamConsumer
 from .namespace_watcher import NamespaceWatcher, TopicSetChange
 from .producer import Producer
 from .queue_consumer import QueueConsumer
@@ -45,6 +47,8 @@ from .sync import (
     SyncAdmin,
     SyncCheckpointConsumer,
     SyncClient,
+    SyncNamespaceQueueConsumer,
+    SyncNamespaceStreamConsumer,
     SyncNamespaceWatcher,
     SyncProducer,
     SyncQueueConsumer,
@@ -66,6 +70,8 @@ __all__ = [
     "FailedSend",
     "InvalidRequest",
     "MessageTooLarge",
+    "NamespaceQueueConsumer",
+    "NamespaceStreamConsumer",
     "NamespaceWatcher",
     "NotAuthorized",
     "NotFound",
@@ -81,6 +87,8 @@ __all__ = [
     "SyncAdmin",
     "SyncCheckpointConsumer",
     "SyncClient",
+    "SyncNamespaceQueueConsumer",
+    "SyncNamespaceStreamConsumer",
     "SyncNamespaceWatcher",
     "SyncProducer",
     "SyncQueueConsumer",

@@ -17,6 +17,9 @@ per-key order after a seek then holds only within each consumer's own segments.
 A segment from which this consumer has received nothing since it subscribed is recorded at its
 beginning (the wire protocol cannot ask for a cursor), so a seek may deliver such a segment's
 older messages again: never fewer than were there.
+
+A checkpoint consumer reads one topic: a checkpoint and a seek name that topic's segments, so
+there is no namespace form (``subscribe_queue`` and ``subscribe_stream`` have one).
 """
 
 from __future__ import annotations

@@ -13,9 +13,10 @@ import asyncio
 import logging
 import os
 import socket
+from collections import Counter
 from collections.abc import Awaitable, Mapping
 from types import TracebackType
-from typing import Protocol, TypeVar
+from typing import Protocol, TypeVar, overload
 
 import aiohttp
 
@@ -26,10 +27,13 @@ from .checkpoint_consumer import CheckpointConsumer
 from .client_settings import ClientSettings
 from .errors import ClientClosed, FailedSend, SendFailed
 from .names import check_namespace_watch, check_subscription_name
+from .namespace_queue_consumer import NamespaceQueueConsumer
+from .namespace_stream_consumer import NamespaceStreamConsumer
 from .namespace_watcher import NamespaceWatcher
+from .ordered_consumer import check_ordered_options
 from .pool import ConnectionPool
 from .producer import Producer
-from .queue_consumer import QueueConsumer
+from .queue_consumer import QueueConsumer, check_queue_options
 from .segment_writer import DEFAULT_MAX_PENDING_BATCHES, Batching
 from .service_urls import parse_service_urls
 from .stream_consumer import StreamConsumer
@@ -70,6 +74,7 @@ class Client:
         self._session: aiohttp.ClientSession | None = None
         self._pool: ConnectionPool | None = None
         self._watchers: dict[str, asyncio.Task[TopicWatcher]] = {}
+        self._watch_users: Counter[str] = Counter()
         self._closables: set[_Closable] = set()
         self._closed = False
 
@@ -139,13 +144,48 @@ class Client:
 
     async def watch(self, topic: str) -> TopicWatcher:
         """The topic's DAG watch, shared by everything this client opens on the topic;
-        NotFound when the topic does not exist."""
+        NotFound when the topic does not exist. A watch that ended (its topic was deleted) is
+        replaced by a new one, for a topic created again under the same name. Each call is a
+        user of the watch until :meth:`release_watch`; one never released (producers and
+        single-topic consumers do not) stays open until the client closes."""
         topic = qualified_topic(topic)
         starting = self._watchers.get(topic)
-        if starting is None or (starting.done() and starting.exception() is not None):
+        if (
+            starting is None
+            or (starting.done() and starting.exception() is not None)
+            or (starting.done() and starting.result().ended)
+        ):
             starting = asyncio.get_running_loop().create_task(self._start_watch(topic))
             self._watchers[topic] = starting
-        return await asyncio.shield(starting)
+        self._watch_users[topic] += 1
+        try:
+            return await asyncio.shield(starting)
+        except BaseException:
+            self._drop_watch_user(topic)  # a start that failed has nothing to close
+            raise
+
+    async def release_watch(self, topic: str) -> None:
+        """One user of the topic's watch less (a namespace consumer's topic left its set):
+        the watch closes once nobody uses it, so following a namespace whose topics come and
+        go does not keep a DAG watch open per topic ever seen."""
+        watcher = self._drop_watch_user(qualified_topic(topic))
+        if watcher is not None:
+            await watcher.close()
+
+    def _drop_watch_user(self, topic: str) -> TopicWatcher | None:
+        """Count one user less; at none, forget the watch and return it when it is open."""
+        left = self._watch_users[topic] - 1
+        if left > 0:
+            self._watch_users[topic] = left
+            return None
+        self._watch_users.pop(topic, None)
+        starting = self._watchers.get(topic)
+        if starting is None or not starting.done():
+            return None  # still starting: whoever comes next uses it, or the client closes it
+        del self._watchers[topic]
+        if starting.cancelled() or starting.exception() is not None:
+            return None
+        return starting.result()
 
     async def _start_watch(self, topic: str) -> TopicWatcher:
         watcher = TopicWatcher(topic, self.pool, self.service_urls)
@@ -264,6 +304,7 @@ class Client:
 
     # -- consumers ------------------------------------------------------------------------------
 
+    @overload
     async def subscribe_queue(
         self,
         topic: str,
@@ -277,8 +318,47 @@ class Client:
         nack_redelivery_delay: float = 1.0,
         dead_letter_topic: str | None = None,
         max_redeliveries: int | None = None,
-    ) -> QueueConsumer:
-        """A queue consumer of ``subscription`` on every segment of ``topic``.
+    ) -> QueueConsumer: ...
+
+    @overload
+    async def subscribe_queue(
+        self,
+        topic: None = None,
+        subscription: str | None = None,
+        *,
+        namespace: str,
+        filters: Mapping[str, str] | None = None,
+        consumer_name: str | None = None,
+        key_ordered: bool = False,
+        initial_position: str = "Earliest",
+        receive_queue_size: int = 1000,
+        ack_timeout: float | None = None,
+        nack_redelivery_delay: float = 1.0,
+        dead_letter_topic: str | None = None,
+        max_redeliveries: int | None = None,
+    ) -> NamespaceQueueConsumer: ...
+
+    async def subscribe_queue(
+        self,
+        topic: str | None = None,
+        subscription: str | None = None,
+        *,
+        namespace: str | None = None,
+        filters: Mapping[str, str] | None = None,
+        consumer_name: str | None = None,
+        key_ordered: bool = False,
+        initial_position: str = "Earliest",
+        receive_queue_size: int = 1000,
+        ack_timeout: float | None = None,
+        nack_redelivery_delay: float = 1.0,
+        dead_letter_topic: str | None = None,
+        max_redeliveries: int | None = None,
+    ) -> QueueConsumer | NamespaceQueueConsumer:
+        """A queue consumer of ``subscription`` on every segment of ``topic``; or, with
+        ``namespace`` in place of a topic, on every topic of the namespace whose properties
+        hold every ``filters`` pair (every topic without filters), following the set as topics
+        come and go (a NamespaceQueueConsumer: one queue consumer per topic with these
+        options, one receive queue; ``message.topic`` names each message's topic).
 
         Messages are unordered and acknowledged one by one, unless ``key_ordered``: then each
         key is delivered to one consumer at a time, in order, across splits and merges.
@@ -288,8 +368,28 @@ class Client:
         acknowledged one after ``nack_redelivery_delay`` seconds, doubled with each
         redelivery. With ``max_redeliveries``, a message delivered that often is published to
         ``dead_letter_topic`` (default ``<topic>-dlq``, if that topic exists) and acknowledged.
+        ValueError for a topic and a namespace both or neither, or filters without a namespace.
         """
-        check_subscription_name(subscription, "subscription")
+        subscription = _checked_source(topic, subscription, namespace, filters)
+        position = InitialPosition(initial_position)
+        if namespace is not None:
+            # Before the watch opens: nothing to close when an option is refused.
+            check_queue_options(receive_queue_size, nack_redelivery_delay, max_redeliveries)
+            several = NamespaceQueueConsumer(
+                self,
+                await self.watch_namespace(namespace, filters),
+                subscription,
+                consumer_name=consumer_name,
+                key_ordered=key_ordered,
+                initial_position=position,
+                receive_queue_size=receive_queue_size,
+                ack_timeout=ack_timeout,
+                nack_redelivery_delay=nack_redelivery_delay,
+                max_redeliveries=max_redeliveries,
+                dead_letter_topic=dead_letter_topic,
+            )
+            return await self._started(several, several._start())
+        assert topic is not None
         watcher = await self.watch(topic)
         consumer = QueueConsumer(
             self,
@@ -297,7 +397,7 @@ class Client:
             subscription,
             consumer_name=consumer_name,
             key_ordered=key_ordered,
-            initial_position=InitialPosition(initial_position),
+            initial_position=position,
             receive_queue_size=receive_queue_size,
             ack_timeout=ack_timeout,
             nack_redelivery_delay=nack_redelivery_delay,
@@ -305,6 +405,7 @@ class Client:
         )
         return await self._started(consumer, consumer._start(dead_letter_topic))
 
+    @overload
     async def subscribe_stream(
         self,
         topic: str,
@@ -312,12 +413,55 @@ class Client:
         consumer_name: str,
         *,
         receive_queue_size: int = 1000,
-    ) -> StreamConsumer:
+    ) -> StreamConsumer: ...
+
+    @overload
+    async def subscribe_stream(
+        self,
+        topic: None = None,
+        subscription: str | None = None,
+        consumer_name: str | None = None,
+        *,
+        namespace: str,
+        filters: Mapping[str, str] | None = None,
+        receive_queue_size: int = 1000,
+    ) -> NamespaceStreamConsumer: ...
+
+    async def subscribe_stream(
+        self,
+        topic: str | None = None,
+        subscription: str | None = None,
+        consumer_name: str | None = None,
+        *,
+        namespace: str | None = None,
+        filters: Mapping[str, str] | None = None,
+        receive_queue_size: int = 1000,
+    ) -> StreamConsumer | NamespaceStreamConsumer:
         """A stream consumer of ``subscription`` (declared with type Stream in the topic's
         spec), reading the segments the topic's controller assigns to ``consumer_name``: each
         key in order, acknowledged cumulatively. Consumers of one subscription share the
-        segments; the name keeps a consumer's segments across reconnects."""
-        check_subscription_name(subscription, "subscription")
+        segments; the name keeps a consumer's segments across reconnects.
+
+        With ``namespace`` in place of a topic: on every topic of the namespace whose
+        properties hold every ``filters`` pair, following the set as topics come and go (a
+        NamespaceStreamConsumer: one stream consumer per topic, one receive queue, each key in
+        order within its topic; acknowledging a message cumulatively acknowledges everything
+        received before it on every topic). ValueError for a topic and a namespace both or
+        neither, or filters without a namespace."""
+        subscription = _checked_source(topic, subscription, namespace, filters)
+        if consumer_name is None:
+            raise ValueError("stream consumers need a consumer_name")
+        if namespace is not None:
+            check_ordered_options(receive_queue_size, consumer_name)
+            streams = NamespaceStreamConsumer(
+                self,
+                await self.watch_namespace(namespace, filters),
+                subscription,
+                consumer_name,
+                receive_queue_size=receive_queue_size,
+            )
+            return await self._started(streams, streams._start())
+        assert topic is not None
         watcher = await self.watch(topic)
         consumer = StreamConsumer(
             self, watcher, subscription, consumer_name, receive_queue_size=receive_queue_size
@@ -334,13 +478,36 @@ class Client:
     ) -> CheckpointConsumer:
         """A checkpoint consumer of ``subscription`` (declared with type Checkpoint): segments
         assigned as for a stream consumer, positions kept by the application with
-        ``checkpoint()`` and ``seek()``."""
+        ``checkpoint()`` and ``seek()``. One topic only: a checkpoint names its segments."""
         check_subscription_name(subscription, "subscription")
         watcher = await self.watch(topic)
         consumer = CheckpointConsumer(
             self, watcher, subscription, consumer_name, receive_queue_size=receive_queue_size
         )
         return await self._started(consumer, consumer._start())
+
+
+def _checked_source(
+    topic: str | None,
+    subscription: str | None,
+    namespace: str | None,
+    filters: Mapping[str, str] | None,
+) -> str:
+    """The subscription, once the consumer has exactly one source: a topic, or a namespace
+    (with its filters); ValueError naming the problem otherwise."""
+    if topic is not None and namespace is not None:
+        raise ValueError(
+            f"consume topic {topic!r} or namespace {namespace!r}, not both: a namespace "
+            "consumer reads every topic of the namespace (that its filters select)"
+        )
+    if topic is None and namespace is None:
+        raise ValueError("give the topic to consume, or namespace= for every topic of one")
+    if filters is not None and namespace is None:
+        raise ValueError("filters select topics of a namespace: give namespace= with them")
+    if subscription is None:
+        raise ValueError("give the subscription to consume")
+    check_subscription_name(subscription, "subscription")
+    return subscription
 
 
 def _ignore(change: object) -> None:

@@ -11,7 +11,9 @@ from ..protocol import DeliveredMessage, MessageId
 @dataclass(frozen=True, slots=True)
 class ReceivedMessage:
     """One message: its content, its place (``message_id``, whose segment says where it was
-    read) and how often it was delivered before (``redelivery_count``)."""
+    read), how often it was delivered before (``redelivery_count``) and the ``topic``
+    (``namespace/name``) it came from: the one subscribed to, or for a namespace consumer the
+    topic of the namespace that holds it (never a segment's)."""
 
     payload: bytes
     key: str | None
@@ -20,13 +22,16 @@ class ReceivedMessage:
     publish_time_ms: int
     message_id: MessageId
     redelivery_count: int
+    # Last, with a default: code that builds messages positionally keeps working. Every
+    # consumer fills it; empty only in a message built without one.
+    topic: str = ""
 
     @property
     def segment_id(self) -> int:
         return self.message_id.segment_id
 
     @classmethod
-    def of(cls, delivered: DeliveredMessage) -> ReceivedMessage:
+    def of(cls, delivered: DeliveredMessage, topic: str) -> ReceivedMessage:
         return cls(
             delivered.payload,
             delivered.key,
@@ -35,6 +40,7 @@ class ReceivedMessage:
             delivered.publish_time_ms,
             delivered.message_id,
             delivered.redelivery_count,
+            topic,
         )
 
 

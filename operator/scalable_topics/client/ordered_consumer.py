@@ -19,7 +19,7 @@ from ..protocol import ConsumerAssignment, InitialPosition, SegmentSubscriptionT
 from .assignment_follower import AssignmentFollower
 from .consumer_message import ReceivedMessage
 from .errors import ClientClosed, ClientError, Timeout
-from .receive_queue import QueuedMessage, ReceiveQueue
+from .receive_queue import MessageSink, QueuedMessage, ReceiveQueue
 from .segment_consumer import SegmentConsumer, SegmentSubscription
 from .topic_watcher import TopicWatcher
 
@@ -27,6 +27,14 @@ if TYPE_CHECKING:
     from .client import Client
 
 log = logging.getLogger(__name__)
+
+
+def check_ordered_options(receive_queue_size: int, consumer_name: str) -> None:
+    """ValueError naming the option that cannot be used."""
+    if receive_queue_size < 1:
+        raise ValueError(f"receive_queue_size must be at least 1, not {receive_queue_size}")
+    if not consumer_name:
+        raise ValueError("stream and checkpoint consumers need a consumer_name")
 
 
 class OrderedTopicConsumer:
@@ -38,11 +46,11 @@ class OrderedTopicConsumer:
         consumer_name: str,
         *,
         receive_queue_size: int,
+        sink: MessageSink | None = None,
     ) -> None:
-        if receive_queue_size < 1:
-            raise ValueError(f"receive_queue_size must be at least 1, not {receive_queue_size}")
-        if not consumer_name:
-            raise ValueError("stream and checkpoint consumers need a consumer_name")
+        """``sink``: where messages go instead of this consumer's own receive queue (a
+        namespace consumer's shared one, which then hands them out through :meth:`accept`)."""
+        check_ordered_options(receive_queue_size, consumer_name)
         self.topic = watcher.topic
         self.subscription = subscription
         self.consumer_name = consumer_name
@@ -50,6 +58,7 @@ class OrderedTopicConsumer:
         self._watcher = watcher
         self._receive_queue_size = receive_queue_size
         self._queue = ReceiveQueue()
+        self._sink: MessageSink = self._queue if sink is None else sink
         self._segments: dict[int, SegmentConsumer] = {}
         self._background: set[asyncio.Task[None]] = set()
         self._closed = False
@@ -60,7 +69,7 @@ class OrderedTopicConsumer:
             subscription=subscription,
             consumer_name=consumer_name,
             on_assignment=self._on_assignment,
-            on_end=self._queue.fail,
+            on_end=self._sink.fail,
             operation_timeout=client.operation_timeout,
         )
 
@@ -82,8 +91,12 @@ class OrderedTopicConsumer:
                 item = await self._queue.get()
         except TimeoutError:
             raise Timeout(f"no message from {self.topic} within {wait_seconds:g} s") from None
+        return self.accept(item)
+
+    def accept(self, item: QueuedMessage) -> ReceivedMessage:
+        """The message of ``item``, taken from the receive queue, as the application gets it."""
         self._delivered(item)
-        return ReceivedMessage.of(item.message)
+        return ReceivedMessage.of(item.message, self.topic)
 
     def _delivered(self, item: QueuedMessage) -> None:
         """Hook: the application was handed ``item``."""
@@ -132,7 +145,7 @@ class OrderedTopicConsumer:
             spec,
             pool=self._client.pool,
             watcher=self._watcher,
-            queue=self._queue,
+            queue=self._sink,
             owner=self,
             seen_at_epoch=epoch,
             operation_timeout=self._client.operation_timeout,
@@ -151,7 +164,7 @@ class OrderedTopicConsumer:
             del self._segments[consumer.segment_id]
             self._released(consumer.segment_id)
         if error is not None:
-            self._queue.fail(error)
+            self._sink.fail(error)
 
     # -- closing --------------------------------------------------------------------------------
 
@@ -164,7 +177,7 @@ class OrderedTopicConsumer:
         self._client.untrack(self)
         segments = list(self._segments.values())
         self._segments.clear()
-        self._queue.fail(ClientClosed(f"the consumer {self.consumer_name} was closed"))
+        self._sink.fail(ClientClosed(f"the consumer {self.consumer_name} was closed"))
         await asyncio.gather(*(s.close() for s in segments), return_exceptions=True)
         await self._follower.close()
         for task in list(self._background):

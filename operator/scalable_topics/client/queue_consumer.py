@@ -25,7 +25,7 @@ from ..tasks import TaskOwner
 from .ack_timeouts import AckTimeouts
 from .consumer_message import ReceivedMessage, message_id_of
 from .errors import ClientClosed, ClientError, NotFound, Timeout
-from .receive_queue import ReceiveQueue
+from .receive_queue import MessageSink, QueuedMessage, ReceiveQueue
 from .segment_consumer import SegmentConsumer, SegmentSubscription
 from .topic_layout import TopicLayout
 from .topic_watcher import TopicWatcher
@@ -44,6 +44,18 @@ ORIGIN_SUBSCRIPTION_PROPERTY = "dlq-origin-subscription"
 ORIGIN_MESSAGE_ID_PROPERTY = "dlq-origin-message-id"
 
 
+def check_queue_options(
+    receive_queue_size: int, nack_redelivery_delay: float, max_redeliveries: int | None
+) -> None:
+    """ValueError naming the option that cannot be used."""
+    if receive_queue_size < 1:
+        raise ValueError(f"receive_queue_size must be at least 1, not {receive_queue_size}")
+    if nack_redelivery_delay < 0:
+        raise ValueError("nack_redelivery_delay is a number of seconds, at least 0")
+    if max_redeliveries is not None and max_redeliveries < 1:
+        raise ValueError(f"max_redeliveries must be at least 1, not {max_redeliveries}")
+
+
 class QueueConsumer:
     """Create with ``await client.subscribe_queue(topic, subscription)``."""
 
@@ -60,13 +72,11 @@ class QueueConsumer:
         ack_timeout: float | None,
         nack_redelivery_delay: float,
         max_redeliveries: int | None,
+        sink: MessageSink | None = None,
     ) -> None:
-        if receive_queue_size < 1:
-            raise ValueError(f"receive_queue_size must be at least 1, not {receive_queue_size}")
-        if nack_redelivery_delay < 0:
-            raise ValueError("nack_redelivery_delay is a number of seconds, at least 0")
-        if max_redeliveries is not None and max_redeliveries < 1:
-            raise ValueError(f"max_redeliveries must be at least 1, not {max_redeliveries}")
+        """``sink``: where messages go instead of this consumer's own receive queue (a
+        namespace consumer's shared one, which then hands them out through :meth:`accept`)."""
+        check_queue_options(receive_queue_size, nack_redelivery_delay, max_redeliveries)
         self.topic = watcher.topic
         self.subscription = subscription
         self.consumer_name = consumer_name or f"{client.client_name}-{secrets.token_hex(4)}"
@@ -80,6 +90,7 @@ class QueueConsumer:
         self._nack_delay = nack_redelivery_delay
         self._max_redeliveries = max_redeliveries
         self._queue = ReceiveQueue()
+        self._sink: MessageSink = self._queue if sink is None else sink
         self._segments: dict[int, SegmentConsumer] = {}
         self._finished: set[int] = set()  # drained or pruned: never attached again
         self._ack_timeouts = (
@@ -125,20 +136,26 @@ class QueueConsumer:
         try:
             async with asyncio.timeout(wait_seconds):
                 while True:
-                    item = await self._queue.get()
-                    message = ReceivedMessage.of(item.message)
-                    if (
-                        self._dead_letters is not None
-                        and self._max_redeliveries is not None
-                        and message.redelivery_count >= self._max_redeliveries
-                    ):
-                        self._spawn(self._dead_letter(message))
-                        continue
-                    if self._ack_timeouts is not None:
-                        self._ack_timeouts.delivered(message.message_id)
-                    return message
+                    message = self.accept(await self._queue.get())
+                    if message is not None:
+                        return message
         except TimeoutError:
             raise Timeout(f"no message from {self.topic} within {wait_seconds:g} s") from None
+
+    def accept(self, item: QueuedMessage) -> ReceivedMessage | None:
+        """The message of ``item``, taken from the receive queue, as the application gets it;
+        None when it goes to the dead-letter topic instead."""
+        message = ReceivedMessage.of(item.message, self.topic)
+        if (
+            self._dead_letters is not None
+            and self._max_redeliveries is not None
+            and message.redelivery_count >= self._max_redeliveries
+        ):
+            self._spawn(self._dead_letter(message))
+            return None
+        if self._ack_timeouts is not None:
+            self._ack_timeouts.delivered(message.message_id)
+        return message
 
     def __aiter__(self) -> AsyncIterator[ReceivedMessage]:
         return self._iterate()
@@ -236,7 +253,7 @@ class QueueConsumer:
             spec,
             pool=self._client.pool,
             watcher=self._watcher,
-            queue=self._queue,
+            queue=self._sink,
             owner=self,
             seen_at_epoch=epoch,
             operation_timeout=self._client.operation_timeout,
@@ -254,7 +271,7 @@ class QueueConsumer:
     def on_segment_gone(self, consumer: SegmentConsumer, error: ClientError | None) -> None:
         self._forget(consumer)
         if error is not None:
-            self._queue.fail(error)
+            self._sink.fail(error)
 
     def _forget(self, consumer: SegmentConsumer) -> None:
         if self._segments.get(consumer.segment_id) is consumer:
@@ -284,7 +301,7 @@ class QueueConsumer:
             self._ack_timeouts.close()
         segments = list(self._segments.values())
         self._segments.clear()
-        self._queue.fail(ClientClosed(f"the consumer of {self.topic} was closed"))
+        self._sink.fail(ClientClosed(f"the consumer of {self.topic} was closed"))
         outcomes = await asyncio.gather(
             *(s.close(unsubscribe=unsubscribe) for s in segments), return_exceptions=True
         )

@@ -19,6 +19,16 @@ from ..protocol import DeliveredMessage
 from .errors import ClientError
 
 
+class MessageSink(Protocol):
+    """Where a topic consumer's segment consumers put what arrives: its own receive queue, or
+    a namespace consumer's shared one."""
+
+    def put(self, item: QueuedMessage) -> None: ...
+
+    def fail(self, error: ClientError) -> None:
+        """Nothing more will come from this consumer, because of ``error``."""
+
+
 class MessageSource(Protocol):
     def take(self, item: QueuedMessage) -> bool:
         """The application takes ``item``: True to hand it over, False to skip it."""

@@ -51,7 +51,7 @@ from .backoff import Backoff
 from .connection import BrokerConnection, Channel
 from .errors import ClientClosed, ClientError, ConnectionFailed, Timeout
 from .pool import ConnectionPool
-from .receive_queue import QueuedMessage, ReceiveQueue
+from .receive_queue import MessageSink, QueuedMessage
 from .topic_layout import TopicLayout
 from .topic_watcher import TopicWatcher
 
@@ -137,7 +137,7 @@ class SegmentConsumer:
         *,
         pool: ConnectionPool,
         watcher: TopicWatcher,
-        queue: ReceiveQueue,
+        queue: MessageSink,
         owner: SegmentOwner,
         seen_at_epoch: int,
         operation_timeout: float,

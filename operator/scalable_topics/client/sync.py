@@ -20,7 +20,7 @@ import os
 import threading
 from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine, Iterator, Mapping
 from types import TracebackType
-from typing import Any, Concatenate, Generic, ParamSpec, Protocol, Self, TypeVar
+from typing import Any, Concatenate, Generic, ParamSpec, Protocol, Self, TypeVar, overload
 
 from ..protocol import MessageId
 from .admin import Admin
@@ -28,7 +28,10 @@ from .checkpoint_consumer import CheckpointConsumer
 from .client import Client
 from .client_settings import ClientSettings
 from .consumer_message import ReceivedMessage
-from .errors import ClientClosed
+from .errors import ClientClosed, ClientError
+from .namespace_consumer import NamespaceConsumer
+from .namespace_queue_consumer import NamespaceQueueConsumer
+from .namespace_stream_consumer import NamespaceStreamConsumer
 from .namespace_watcher import NamespaceWatcher, TopicSetChange
 from .ordered_consumer import OrderedTopicConsumer
 from .producer import Producer
@@ -39,6 +42,7 @@ P = ParamSpec("P")
 R = TypeVar("R")
 T = TypeVar("T")
 Ordered = TypeVar("Ordered", bound=OrderedTopicConsumer)
+Several = TypeVar("Several", bound=NamespaceConsumer[Any])
 
 
 class _LoopThread:
@@ -208,7 +212,7 @@ def _settle(answer: concurrent.futures.Future[R], sent: asyncio.Future[R]) -> No
         answer.set_result(sent.result())
 
 
-class _SyncConsumer(_TopicFacade[OnTopic]):
+class _Receiving:
     def __iter__(self) -> Iterator[ReceivedMessage]:
         """Every message, until the consumer is closed."""
         while True:
@@ -219,6 +223,10 @@ class _SyncConsumer(_TopicFacade[OnTopic]):
 
     def receive(self, wait_seconds: float | None = None) -> ReceivedMessage:
         raise NotImplementedError
+
+
+class _SyncConsumer(_Receiving, _TopicFacade[OnTopic]):
+    pass
 
 
 class SyncQueueConsumer(_SyncConsumer[QueueConsumer]):
@@ -253,6 +261,55 @@ class SyncCheckpointConsumer(_SyncOrderedConsumer[CheckpointConsumer]):
     checkpoint = _blocking(CheckpointConsumer.checkpoint)
     seek = _blocking(CheckpointConsumer.seek)
     close = _blocking(CheckpointConsumer.close)
+
+
+class _SyncNamespaceConsumer(_Receiving, _Facade[Several]):
+    @property
+    def namespace(self) -> str:
+        return self._target.namespace
+
+    @property
+    def filters(self) -> Mapping[str, str]:
+        return self._target.filters
+
+    @property
+    def topics(self) -> frozenset[str]:
+        """The topics followed now, attached or retrying."""
+        return self._runner.call(lambda: self._target.topics)
+
+    @property
+    def attached_topics(self) -> frozenset[str]:
+        """The topics whose consumer is open now."""
+        return self._runner.call(lambda: self._target.attached_topics)
+
+    @property
+    def retrying_topics(self) -> dict[str, ClientError]:
+        """The topics whose consumer is tried again with backoff, with the last reason."""
+        return self._runner.call(lambda: self._target.retrying_topics)
+
+
+class SyncNamespaceQueueConsumer(_SyncNamespaceConsumer[NamespaceQueueConsumer]):
+    receive = _blocking(NamespaceQueueConsumer.receive)
+    acknowledge = _blocking(NamespaceQueueConsumer.acknowledge)
+    flush_acknowledgements = _blocking(NamespaceQueueConsumer.flush_acknowledgements)
+    negative_acknowledge = _blocking(NamespaceQueueConsumer.negative_acknowledge)
+    close = _blocking(NamespaceQueueConsumer.close)
+    unsubscribe = _blocking(NamespaceQueueConsumer.unsubscribe)
+
+
+class SyncNamespaceStreamConsumer(_SyncNamespaceConsumer[NamespaceStreamConsumer]):
+    receive = _blocking(NamespaceStreamConsumer.receive)
+    acknowledge_cumulative = _blocking(NamespaceStreamConsumer.acknowledge_cumulative)
+    flush_acknowledgements = _blocking(NamespaceStreamConsumer.flush_acknowledgements)
+    close = _blocking(NamespaceStreamConsumer.close)
+
+    def positions(self) -> dict[str, dict[int, MessageId]]:
+        return self._runner.call(self._target.positions)
+
+    @property
+    def assigned_segments(self) -> dict[str, list[int]]:
+        """Per topic attached now, the segments this consumer reads."""
+        return self._runner.call(lambda: self._target.assigned_segments)
 
 
 class SyncNamespaceWatcher(_Facade[NamespaceWatcher]):
@@ -324,8 +381,51 @@ class SyncClient(_Facade[Client]):
         return cls(settings.service_url, settings.auth_token, **options)
 
     create_producer = _opening(Client.create_producer, SyncProducer)
-    subscribe_queue = _opening(Client.subscribe_queue, SyncQueueConsumer)
-    subscribe_stream = _opening(Client.subscribe_stream, SyncStreamConsumer)
+
+    @overload
+    def subscribe_queue(
+        self, topic: str, subscription: str, **options: Any
+    ) -> SyncQueueConsumer: ...
+
+    @overload
+    def subscribe_queue(
+        self, topic: None = None, subscription: str | None = None, **options: Any
+    ) -> SyncNamespaceQueueConsumer: ...
+
+    def subscribe_queue(
+        self, *args: Any, **options: Any
+    ) -> SyncQueueConsumer | SyncNamespaceQueueConsumer:
+        """:meth:`Client.subscribe_queue`, blocking (the same arguments): a topic's consumer,
+        or with ``namespace=`` (and ``filters=``) a namespace's."""
+        opened = self._runner.run(self._target.subscribe_queue(*args, **options))
+        if isinstance(opened, NamespaceQueueConsumer):
+            return SyncNamespaceQueueConsumer(opened, self._runner)
+        return SyncQueueConsumer(opened, self._runner)
+
+    @overload
+    def subscribe_stream(
+        self, topic: str, subscription: str, consumer_name: str, **options: Any
+    ) -> SyncStreamConsumer: ...
+
+    @overload
+    def subscribe_stream(
+        self,
+        topic: None = None,
+        subscription: str | None = None,
+        consumer_name: str | None = None,
+        **options: Any,
+    ) -> SyncNamespaceStreamConsumer: ...
+
+    def subscribe_stream(
+        self, *args: Any, **options: Any
+    ) -> SyncStreamConsumer | SyncNamespaceStreamConsumer:
+        """:meth:`Client.subscribe_stream`, blocking (the same arguments): a topic's consumer,
+        or with ``namespace=`` (and ``filters=``) a namespace's."""
+        opened = self._runner.run(self._target.subscribe_stream(*args, **options))
+        if isinstance(opened, NamespaceStreamConsumer):
+            return SyncNamespaceStreamConsumer(opened, self._runner)
+        return SyncStreamConsumer(opened, self._runner)
+
     subscribe_checkpoint = _opening(Client.subscribe_checkpoint, SyncCheckpointConsumer)
     watch_namespace = _opening(Client.watch_namespace, SyncNamespaceWatcher)
 

@@ -57,6 +57,11 @@ class TopicWatcher:
         assert self._layout is not None, "start() first"
         return self._layout
 
+    @property
+    def ended(self) -> bool:
+        """Ended for good: closed, or the topic was deleted (or never existed)."""
+        return self._ended is not None
+
     async def start(self, wait_seconds: float) -> None:
         """Watch until the first layout arrives. NotFound when the topic does not exist,
         ConnectionFailed as soon as no service URL could be connected to (each tried once,

@@ -1,4 +1,6 @@
-"""``stctl consume``: read messages of a subscription and print them."""
+"""``stctl consume``: read messages of a subscription and print them: of one topic, or of
+every topic of a namespace (``-n NS`` without a TOPIC, ``--filter KEY=VALUE`` to select
+topics by property), each line then naming its topic."""
 
 from __future__ import annotations
 
@@ -13,17 +15,24 @@ from collections.abc import Callable
 from ..client import Client
 from ..client.consumer_message import ReceivedMessage
 from ..client.errors import Timeout
+from ..client.namespace_queue_consumer import NamespaceQueueConsumer
+from ..client.namespace_stream_consumer import NamespaceStreamConsumer
 from ..client.queue_consumer import QueueConsumer
 from ..client.stream_consumer import StreamConsumer
+from ..client.topic_layout import DEFAULT_NAMESPACE
 from ..tasks import cancel_and_wait
-from .admin_call import add_connection_arguments, add_output_argument, add_topic_name, topic_of
+from .admin_call import add_connection_arguments, add_output_argument, topic_of
 from .client_call import run_client
 from .output import fail
 from .progress import Progress
+from .topics_watch import filter_pair, filters_of
 
 COMMAND = "stctl consume"
 DEFAULT_TIMEOUT = 10.0
 KINDS = ("auto", "queue", "key-shared", "stream")
+
+
+Consumer = QueueConsumer | StreamConsumer | NamespaceQueueConsumer | NamespaceStreamConsumer
 
 
 def message_text(message: ReceivedMessage) -> str:
@@ -32,9 +41,15 @@ def message_text(message: ReceivedMessage) -> str:
     return f"{segment}:{entry}:{index} key={key} {message.payload.decode(errors='replace')}"
 
 
+def message_text_with_topic(message: ReceivedMessage) -> str:
+    """A namespace's messages come from several topics: each line starts with its own."""
+    return f"{message.topic} {message_text(message)}"
+
+
 def message_json(message: ReceivedMessage) -> str:
     return json.dumps(
         {
+            "topic": message.topic,
             "id": list(message.message_id),
             "key": message.key,
             "payload": message.payload.decode(errors="replace"),
@@ -66,26 +81,33 @@ def _run(args: argparse.Namespace) -> int:
         )
     if args.timeout is not None and args.timeout <= 0:
         return fail(COMMAND, "--timeout must be positive (seconds)", exit_code=2)
-    render = message_json if args.output == "json" else message_text
+    if args.topic is None and args.namespace is None:
+        return fail(
+            COMMAND,
+            "give the TOPIC to consume, or -n NAMESPACE (without a TOPIC) to consume every "
+            "topic of a namespace",
+            exit_code=2,
+        )
+    if args.topic is not None and args.filter:
+        return fail(
+            COMMAND,
+            "--filter selects topics of a namespace: give -n NAMESPACE and no TOPIC",
+            exit_code=2,
+        )
+    if args.output == "json":
+        render = message_json
+    elif args.topic is None:
+        render = message_text_with_topic
+    else:
+        render = message_text
     consumer_name = args.consumer_name or f"stctl-{socket.gethostname()}-{os.getpid()}"
 
     async def work(client: Client) -> int:
-        topic = topic_of(args)
-        kind = args.type
-        if kind == "auto":
-            declared = await _declared_type(client, topic, args.subscription)
-            kind = "stream" if declared in ("Stream", "Checkpoint") else "queue"
-        consumer: QueueConsumer | StreamConsumer
-        if kind == "stream":
-            consumer = await client.subscribe_stream(topic, args.subscription, consumer_name)
+        consumer: Consumer
+        if args.topic is None:
+            consumer = await _subscribe_namespace(client, args, consumer_name)
         else:
-            consumer = await client.subscribe_queue(
-                topic,
-                args.subscription,
-                consumer_name=consumer_name,
-                key_ordered=kind == "key-shared",
-                initial_position=args.initial_position,
-            )
+            consumer = await _subscribe_topic(client, args, consumer_name)
         if args.follow:
             return await _follow(consumer, render, args.ack)
         timeout = DEFAULT_TIMEOUT if args.timeout is None else args.timeout
@@ -117,15 +139,54 @@ def _run(args: argparse.Namespace) -> int:
     return run_client(args, COMMAND, work)
 
 
-async def _acknowledge(consumer: QueueConsumer | StreamConsumer, message: ReceivedMessage) -> None:
-    if isinstance(consumer, StreamConsumer):
+async def _subscribe_topic(client: Client, args: argparse.Namespace, name: str) -> Consumer:
+    topic = topic_of(args)
+    kind = args.type
+    if kind == "auto":
+        declared = await _declared_type(client, topic, args.subscription)
+        kind = "stream" if declared in ("Stream", "Checkpoint") else "queue"
+    if kind == "stream":
+        return await client.subscribe_stream(topic, args.subscription, name)
+    return await client.subscribe_queue(
+        topic,
+        args.subscription,
+        consumer_name=name,
+        key_ordered=kind == "key-shared",
+        initial_position=args.initial_position,
+    )
+
+
+async def _subscribe_namespace(client: Client, args: argparse.Namespace, name: str) -> Consumer:
+    """Every topic of -n's namespace matching the filters; ``auto`` is a queue consumer (the
+    topics may declare the subscription differently, or not at all): -t stream for a Stream
+    subscription."""
+    filters = filters_of(args.filter)
+    if args.type == "stream":
+        return await client.subscribe_stream(
+            subscription=args.subscription,
+            consumer_name=name,
+            namespace=args.namespace,
+            filters=filters,
+        )
+    return await client.subscribe_queue(
+        subscription=args.subscription,
+        namespace=args.namespace,
+        filters=filters,
+        consumer_name=name,
+        key_ordered=args.type == "key-shared",
+        initial_position=args.initial_position,
+    )
+
+
+async def _acknowledge(consumer: Consumer, message: ReceivedMessage) -> None:
+    if isinstance(consumer, StreamConsumer | NamespaceStreamConsumer):
         await consumer.acknowledge_cumulative(message)
     else:
         await consumer.acknowledge(message)
 
 
 async def _follow(
-    consumer: QueueConsumer | StreamConsumer,
+    consumer: Consumer,
     render: Callable[[ReceivedMessage], str],
     ack: bool,
 ) -> int:
@@ -166,9 +227,35 @@ def add_consume(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
         "consume",
         help="read messages of a subscription and print them",
         description="Read messages of a subscription, print one per line "
-        "(SEGMENT:ENTRY:INDEX key=KEY PAYLOAD, or JSON) and acknowledge them.",
+        "(SEGMENT:ENTRY:INDEX key=KEY PAYLOAD, or JSON) and acknowledge them. Without a "
+        "TOPIC, -n NAMESPACE reads every topic of the namespace (those matching every "
+        "--filter), following topics as they are created and deleted; each line then starts "
+        "with its topic (NAMESPACE/NAME).",
     )
-    add_topic_name(consume)
+    consume.add_argument(
+        "topic",
+        metavar="TOPIC",
+        nargs="?",
+        default=None,
+        help="the topic: NAME (in the namespace -n gives) or NAMESPACE/NAME; leave it out "
+        "to read every topic of -n's namespace",
+    )
+    consume.add_argument(
+        "-n",
+        "--namespace",
+        default=None,
+        help="the namespace of a bare TOPIC (default: the context's, else "
+        f"{DEFAULT_NAMESPACE}); without a TOPIC, the namespace whose topics to read",
+    )
+    consume.add_argument(
+        "--filter",
+        type=filter_pair,
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="without a TOPIC: only topics with property KEY set to VALUE; repeatable, all "
+        "must hold (at most 64)",
+    )
     consume.add_argument("-s", "--subscription", required=True, help="the subscription's name")
     consume.add_argument(
         "-t",
@@ -176,7 +263,8 @@ def add_consume(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
         choices=KINDS,
         default="auto",
         help="stream for a declared Stream subscription, queue (any order) or key-shared "
-        "(per-key order) otherwise; auto (default) picks by the declared type",
+        "(per-key order) otherwise; auto (default) picks by the declared type (without a "
+        "TOPIC: queue)",
     )
     consume.add_argument(
         "--name",

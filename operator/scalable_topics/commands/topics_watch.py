@@ -15,7 +15,7 @@ from .client_call import run_client
 COMMAND = "stctl topics watch"
 
 
-def _filter(value: str) -> tuple[str, str]:
+def filter_pair(value: str) -> tuple[str, str]:
     key, equals, item = value.partition("=")
     if not key or not equals:
         raise argparse.ArgumentTypeError(f"expected KEY=VALUE, not {value!r}")
@@ -127,7 +127,7 @@ def add_topics_watch(commands: argparse._SubParsersAction[argparse.ArgumentParse
     )
     watch.add_argument(
         "--filter",
-        type=_filter,
+        type=filter_pair,
         action="append",
         default=[],
         metavar="KEY=VALUE",
