@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from scalable_topics.client import Client, ClientError, ReceivedMessage
+from scalable_topics.client import Client, ClientError, ReceivedMessage, TopicSetChange
 
 NAMESPACE = "shop"
 WAIT_SECONDS = 60.0  # bounds a failing test only
@@ -17,13 +17,6 @@ WAIT_SECONDS = 60.0  # bounds a failing test only
 
 def qualified(name: str) -> str:
     return name if "/" in name else f"{NAMESPACE}/{name}"
-
-
-@dataclass(frozen=True)
-class Change:
-    added: frozenset[str]
-    removed: frozenset[str]
-    topics: frozenset[str]
 
 
 @dataclass
@@ -38,7 +31,7 @@ class ScriptedTopics:
     def __post_init__(self) -> None:
         self.topics = frozenset(qualified(name) for name in self.initial)
         self._listeners: list[
-            tuple[Callable[[Change], None], Callable[[ClientError], None] | None]
+            tuple[Callable[[TopicSetChange], None], Callable[[ClientError], None] | None]
         ] = []
 
     @property
@@ -47,7 +40,7 @@ class ScriptedTopics:
 
     def listen(
         self,
-        on_change: Callable[[Change], None],
+        on_change: Callable[[TopicSetChange], None],
         on_end: Callable[[ClientError], None] | None = None,
     ) -> Callable[[], None]:
         entry = (on_change, on_end)
@@ -60,7 +53,7 @@ class ScriptedTopics:
         minus = frozenset(qualified(name) for name in removed)
         self.topics = (self.topics - minus) | plus
         for on_change, _ in list(self._listeners):
-            on_change(Change(plus, minus, self.topics))
+            on_change(TopicSetChange(plus, minus, self.topics))
 
     def end(self, error: ClientError) -> None:
         for _, on_end in list(self._listeners):

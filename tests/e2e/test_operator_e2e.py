@@ -63,22 +63,26 @@ async def wait(cluster: Cluster, condition: str, resource: str) -> None:
     )
 
 
-def topic_manifest(name: str, segments: int) -> str:
-    return f"""apiVersion: scalabletopics.dev/v1alpha1
-kind: ScalableTopic
-metadata:
-  name: {name}
-  namespace: {NAMESPACE}
-spec:
-  initialSegments: {segments}
-  subscriptions:
-    - name: billing
-      type: Stream
-"""
+def topic_manifest(name: str, segments: int, tier: str | None = None) -> str:
+    spec: dict[str, object] = {
+        "initialSegments": segments,
+        "subscriptions": [{"name": "billing", "type": "Stream"}],
+    }
+    if tier is not None:
+        spec["properties"] = {"tier": tier}
+    topic = {
+        "apiVersion": "scalabletopics.dev/v1alpha1",
+        "kind": "ScalableTopic",
+        "metadata": {"name": name, "namespace": NAMESPACE},
+        "spec": spec,
+    }
+    return yaml.safe_dump(topic, sort_keys=False)
 
 
-async def apply_topic(cluster: Cluster, tmp_path: Path, name: str, segments: int) -> None:
-    manifest = yaml_file(tmp_path, f"{name}.yaml", topic_manifest(name, segments))
+async def apply_topic(
+    cluster: Cluster, tmp_path: Path, name: str, segments: int, tier: str | None = None
+) -> None:
+    manifest = yaml_file(tmp_path, f"{name}.yaml", topic_manifest(name, segments, tier))
     await cluster.kubectl("apply", "-f", str(manifest))
     await wait(cluster, "condition=Ready", f"st/{name}")
 
@@ -119,6 +123,35 @@ def assert_every_message_in_key_order(received: list[tuple[str, str]], sent: lis
     for key, payloads in by_key.items():
         expected = [m.split(":", 1)[1] for m in sent if m.split(":", 1)[0] == key]
         assert payloads == expected, f"key {key} out of order"
+
+
+@scenario
+async def test_a_namespace_consumer_reads_the_topics_whose_properties_match(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    """Topics applied with kubectl, read with ``stctl consume -n --filter``: the brokers'
+    namespace watch, fed by the Kubernetes API, attaches the topics whose properties match
+    and no other."""
+    tiers = {"e2e-gold-a": "gold", "e2e-gold-b": "gold", "e2e-silver": "silver"}
+    sent = {name: keyed(name, keys=4, per_key=3) for name in tiers}
+    for name, tier in tiers.items():
+        await apply_topic(cluster, tmp_path, name, segments=2, tier=tier)
+        await produce(cluster, name, sent[name])
+    gold = [name for name, tier in tiers.items() if tier == "gold"]
+    expected = sum(len(sent[name]) for name in gold)
+
+    output = await cluster.stctl(
+        "consume", "-n", NAMESPACE, "--filter", "tier=gold", "-s", "billing", "-t", "stream",
+        "-c", str(expected), "-o", "json", "--timeout", "60",
+    )  # fmt: skip
+    received: defaultdict[str, list[tuple[str, str]]] = defaultdict(list)
+    for line in output.splitlines():
+        if line.startswith("{"):
+            message = json.loads(line)
+            received[message["topic"]].append((message["key"], message["payload"]))
+    assert sorted(received) == [f"{NAMESPACE}/{name}" for name in gold]
+    for name in gold:
+        assert_every_message_in_key_order(received[f"{NAMESPACE}/{name}"], sent[name])
 
 
 async def topic_led_by(cluster: Cluster, identity: str, prefix: str) -> str:

@@ -29,6 +29,7 @@ from ..tasks import TaskOwner, report_failure
 from .backoff import Backoff
 from .consumer_message import ReceivedMessage
 from .errors import ClientClosed, ClientError, Timeout
+from .namespace_set import TopicSetChange
 from .receive_queue import QueuedMessage
 from .topic_mux import Feed, MuxQueue
 from .topic_watcher import TopicWatcher
@@ -43,19 +44,6 @@ RETRY_INITIAL_SECONDS = 0.1
 RETRY_MAXIMUM_SECONDS = 30 * 60.0
 
 T = TypeVar("T")
-
-
-class TopicSetChange(Protocol):
-    """A change of the followed set, in qualified names (namespace/name)."""
-
-    @property
-    def added(self) -> frozenset[str]: ...
-
-    @property
-    def removed(self) -> frozenset[str]: ...
-
-    @property
-    def topics(self) -> frozenset[str]: ...
 
 
 class TopicSet(Protocol):
