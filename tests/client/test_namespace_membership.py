@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 from namespace_topics import ScriptedTopics, qualified
 
@@ -96,6 +96,9 @@ changes = st.lists(
 
 
 @given(st.frozensets(st.sampled_from(NAMES)), changes, st.integers(0, 3))
+# Created again twice in a row: the second new member must wait for the first consumer too,
+# not only for the member cancelled while it waited (which ends at once).
+@example(frozenset({"a"}), [(frozenset({"a"}), frozenset({"a"}), 0)] * 2, 3)
 def test_one_consumer_per_topic_of_the_set_whatever_the_changes(
     initial: frozenset[str], script: list[tuple[frozenset[str], frozenset[str], int]], turns: int
 ) -> None:

@@ -125,9 +125,10 @@ class NamespaceConsumer(Generic[C]):
         self._topic_set = topic_set
         self._mux: MuxQueue[C] = MuxQueue()
         self._members: dict[str, _Member[C]] = {}
-        # Per name, the newest member's task: a member opened for a name waits until the
-        # previous one (a topic deleted and created again) has closed its consumer.
-        self._newest: dict[str, asyncio.Task[None]] = {}
+        # Per name, the member tasks not finished yet. A member opened for a name waits for
+        # all of them (a topic deleted and created again): waiting for the newest alone is not
+        # enough, as a member cancelled while it waited ends before the one it waited for.
+        self._running: dict[str, set[asyncio.Task[None]]] = {}
         self._tasks = TaskOwner(f"the consumer of namespace {self.namespace}", log)
         self._stop_listening: Callable[[], None] | None = None
         self._closed = False
@@ -200,13 +201,13 @@ class NamespaceConsumer(Generic[C]):
             return
         member: _Member[C] = _Member(topic)
         task = self._tasks.spawn(
-            self._follow(member, self._newest.get(topic)),
+            self._follow(member, set(self._running.get(topic, ()))),
             f"consume {topic} of namespace {self.namespace}",
             on_done=functools.partial(self._member_done, member),
         )
         member.task = task
         self._members[topic] = member
-        self._newest[topic] = task
+        self._running.setdefault(topic, set()).add(task)
 
     def _detach(self, topic: str) -> None:
         member = self._members.pop(topic, None)
@@ -214,18 +215,21 @@ class NamespaceConsumer(Generic[C]):
             member.task.cancel()  # its consumer is closed as the task ends
 
     def _member_done(self, member: _Member[C], task: asyncio.Task[None]) -> None:
-        if self._newest.get(member.topic) is task:
-            del self._newest[member.topic]
+        running = self._running.get(member.topic)
+        if running is not None:
+            running.discard(task)
+            if not running:
+                del self._running[member.topic]
         member.settled.set()
         if not task.cancelled() and task.exception() is not None:
             report_failure(task, log, f"the consumer of {member.topic}")
             # A bug, not a refusal: say so rather than carry on without the topic.
             self._mux.fail(ClientError(f"consuming {member.topic} failed: {task.exception()!r}"))
 
-    async def _follow(self, member: _Member[C], previous: asyncio.Task[None] | None) -> None:
+    async def _follow(self, member: _Member[C], previous: set[asyncio.Task[None]]) -> None:
         """Keep a consumer of ``member.topic`` open until cancelled."""
-        if previous is not None:
-            await asyncio.wait({previous})  # the topic's previous consumer has closed
+        if previous:
+            await asyncio.wait(previous)  # the topic's previous consumers have closed
         backoff = Backoff(initial=RETRY_INITIAL_SECONDS, maximum=RETRY_MAXIMUM_SECONDS)
         loop = asyncio.get_running_loop()
         while True:
