@@ -22,56 +22,23 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
+
+from standalone_service import start_standalone
 
 from scalable_topics.client import Client, TopicSetChange
 from scalable_topics.client.admin import Admin
 
 NAMESPACE = "bench"
 FILTERS = {"watched": "yes"}
-START_SECONDS = 60.0
 EVENT_SECONDS = 30.0
 
 
 def percentile(values: list[float], fraction: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
-
-
-async def start_standalone(root: Path) -> tuple[subprocess.Popen[bytes], Path]:
-    """Free ports of its own choosing (--port 0); its client configuration names the URL and
-    the admin token. Its output goes to a file: a pipe nobody reads would stall it."""
-    output = root / "standalone.log"
-    data = root / "data"
-    with output.open("wb") as log:
-        process = subprocess.Popen(  # noqa: ASYNC220 - a long-lived child, started once
-            [
-                sys.executable,
-                "-m",
-                "scalable_topics.cli",
-                "standalone",
-                "--data-dir",
-                str(data),
-                "--port",
-                "0",
-                "--controller-port",
-                "0",
-                "--no-kube-api",
-            ],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        )
-    async with asyncio.timeout(START_SECONDS):
-        while "stctl standalone: serving" not in output.read_text():
-            if process.poll() is not None:
-                raise RuntimeError(f"standalone did not start:\n{output.read_text()}")
-            await asyncio.sleep(0.1)
-    return process, data / "stctl-config"
 
 
 class Arrivals:

@@ -263,7 +263,21 @@ class SyncCheckpointConsumer(_SyncOrderedConsumer[CheckpointConsumer]):
     close = _blocking(CheckpointConsumer.close)
 
 
-class _SyncNamespaceConsumer(_Receiving, _Facade[Several]):
+class _OnNamespace(Protocol):
+    @property
+    def namespace(self) -> str: ...
+
+    @property
+    def filters(self) -> Mapping[str, str]: ...
+
+    @property
+    def topics(self) -> frozenset[str]: ...
+
+
+OnNamespace = TypeVar("OnNamespace", bound=_OnNamespace)
+
+
+class _NamespaceFacade(_Facade[OnNamespace]):
     @property
     def namespace(self) -> str:
         return self._target.namespace
@@ -274,8 +288,11 @@ class _SyncNamespaceConsumer(_Receiving, _Facade[Several]):
 
     @property
     def topics(self) -> frozenset[str]:
-        """The topics followed now, attached or retrying."""
+        """The topics followed now (a consumer's: attached or retrying)."""
         return self._runner.call(lambda: self._target.topics)
+
+
+class _SyncNamespaceConsumer(_Receiving, _NamespaceFacade[Several]):
 
     @property
     def attached_topics(self) -> frozenset[str]:
@@ -312,24 +329,12 @@ class SyncNamespaceStreamConsumer(_SyncNamespaceConsumer[NamespaceStreamConsumer
         return self._runner.call(lambda: self._target.assigned_segments)
 
 
-class SyncNamespaceWatcher(_Facade[NamespaceWatcher]):
+class SyncNamespaceWatcher(_NamespaceFacade[NamespaceWatcher]):
     """A namespace watch, blocking: ``topics`` is the set now; iterating blocks for each
     change (from the iteration's first step on), ends when the watch is closed and raises the
     error it ended with otherwise."""
 
     close = _blocking(NamespaceWatcher.close)
-
-    @property
-    def namespace(self) -> str:
-        return self._target.namespace
-
-    @property
-    def filters(self) -> Mapping[str, str]:
-        return self._target.filters
-
-    @property
-    def topics(self) -> frozenset[str]:
-        return self._runner.call(lambda: self._target.topics)
 
     def __iter__(self) -> Iterator[TopicSetChange]:
         """Every change from this call on (``iter(watcher)`` starts listening at once)."""
