@@ -293,7 +293,6 @@ class _NamespaceFacade(_Facade[OnNamespace]):
 
 
 class _SyncNamespaceConsumer(_Receiving, _NamespaceFacade[Several]):
-
     @property
     def attached_topics(self) -> frozenset[str]:
         """The topics whose consumer is open now."""
