@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 
 from ..protocol import DeliveredMessage, MessageId
+from .errors import ClientClosed
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,3 +48,15 @@ class ReceivedMessage:
 def message_id_of(message: ReceivedMessage | MessageId) -> MessageId:
     """Acknowledgements take a message or its id."""
     return message.message_id if isinstance(message, ReceivedMessage) else message
+
+
+async def until_closed(
+    receive: Callable[[], Awaitable[ReceivedMessage]],
+) -> AsyncIterator[ReceivedMessage]:
+    """What iterating a consumer yields: each message ``receive`` hands out, until the
+    consumer is closed."""
+    while True:
+        try:
+            yield await receive()
+        except ClientClosed:
+            return

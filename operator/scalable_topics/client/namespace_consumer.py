@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 from ..protocol import MessageId
 from ..tasks import TaskOwner, report_failure
 from .backoff import Backoff
-from .consumer_message import ReceivedMessage
+from .consumer_message import ReceivedMessage, until_closed
 from .errors import ClientClosed, ClientError, Timeout
 from .namespace_set import TopicSetChange
 from .receive_queue import QueuedMessage
@@ -320,14 +320,7 @@ class NamespaceConsumer(Generic[C]):
             ) from None
 
     def __aiter__(self) -> AsyncIterator[ReceivedMessage]:
-        return self._iterate()
-
-    async def _iterate(self) -> AsyncIterator[ReceivedMessage]:
-        while True:
-            try:
-                yield await self.receive()
-            except ClientClosed:
-                return
+        return until_closed(self.receive)
 
     def _routed(self, message: ReceivedMessage | MessageId) -> RoutedMessage:
         """The message as this consumer handed it out; ValueError for anything else."""

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..protocol import ConsumerAssignment, InitialPosition, SegmentSubscriptionType
 from .assignment_follower import AssignmentFollower
-from .consumer_message import ReceivedMessage
+from .consumer_message import ReceivedMessage, until_closed
 from .errors import ClientClosed, ClientError, Timeout
 from .receive_queue import MessageSink, QueuedMessage, ReceiveQueue
 from .segment_consumer import SegmentConsumer, SegmentSubscription
@@ -102,14 +102,7 @@ class OrderedTopicConsumer:
         """Hook: the application was handed ``item``."""
 
     def __aiter__(self) -> AsyncIterator[ReceivedMessage]:
-        return self._iterate()
-
-    async def _iterate(self) -> AsyncIterator[ReceivedMessage]:
-        while True:
-            try:
-                yield await self.receive()
-            except ClientClosed:
-                return
+        return until_closed(self.receive)
 
     # -- assignments ----------------------------------------------------------------------------
 

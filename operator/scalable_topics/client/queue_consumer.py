@@ -23,7 +23,7 @@ from ..model.segment import SegmentState
 from ..protocol import InitialPosition, MessageId, SegmentSubscriptionType
 from ..tasks import TaskOwner
 from .ack_timeouts import AckTimeouts
-from .consumer_message import ReceivedMessage, message_id_of
+from .consumer_message import ReceivedMessage, message_id_of, until_closed
 from .errors import ClientClosed, ClientError, NotFound, Timeout
 from .receive_queue import MessageSink, QueuedMessage, ReceiveQueue
 from .segment_consumer import SegmentConsumer, SegmentSubscription
@@ -158,14 +158,7 @@ class QueueConsumer:
         return message
 
     def __aiter__(self) -> AsyncIterator[ReceivedMessage]:
-        return self._iterate()
-
-    async def _iterate(self) -> AsyncIterator[ReceivedMessage]:
-        while True:
-            try:
-                yield await self.receive()
-            except ClientClosed:
-                return
+        return until_closed(self.receive)
 
     # -- acknowledging --------------------------------------------------------------------------
 
