@@ -12,7 +12,7 @@ import pytest
 from scalable_topics.broker.segment_meta import META_FILE, load_meta
 from scalable_topics.model.resources import ProducerAccessMode
 from scalable_topics.protocol import BatchMessage, ErrorCode, SegmentSubscriptionType
-from scalable_topics.protocol.limits import MAX_PRODUCER_EPOCH
+from scalable_topics.protocol.limits import MAX_PRODUCER_EPOCH, MAX_REQUESTED_PRODUCER_EPOCH
 from support.broker_process import BrokerProcess
 from support.wire_client import RequestFailed, WireClient
 
@@ -30,27 +30,36 @@ async def test_an_epoch_beyond_the_largest_is_refused_and_the_segment_keeps_work
     broker: BrokerProcess,
 ) -> None:
     """An ExclusiveWithFencing open at 2**64-1 followed by a takeover used to leave a stored
-    epoch of 2**64, which no frame can carry: every later producer of the segment failed."""
+    epoch of 2**64, which no frame can carry: every later producer of the segment failed. And
+    an open at 2**63-1 followed by a takeover left 2**63, past any epoch the controller can
+    fence with: the topic's exclusive grants failed for good (the wire fuzzer found it)."""
     await make_segment(broker)
     attacker = await WireClient.connect(broker.ws_url)
     try:
-        with pytest.raises(RequestFailed) as refused:
-            await attacker.open_producer(1, TOPIC, 0, name="a", mode=FENCING, epoch=2**64 - 1)
-        assert refused.value.code is ErrorCode.INVALID_REQUEST
-        assert "producer_epoch" in str(refused.value)
+        for request_id, epoch in enumerate(
+            (2**64 - 1, MAX_PRODUCER_EPOCH, MAX_REQUESTED_PRODUCER_EPOCH + 1), start=1
+        ):
+            with pytest.raises(RequestFailed) as refused:
+                await attacker.open_producer(
+                    request_id, TOPIC, 0, name="a", mode=FENCING, epoch=epoch
+                )
+            assert refused.value.code is ErrorCode.INVALID_REQUEST
+            assert "producer_epoch" in str(refused.value)
         largest = await attacker.open_producer(
-            2, TOPIC, 0, name="a", mode=FENCING, epoch=MAX_PRODUCER_EPOCH
+            9, TOPIC, 0, name="a", mode=FENCING, epoch=MAX_REQUESTED_PRODUCER_EPOCH
         )
-        assert largest.producer_epoch == MAX_PRODUCER_EPOCH
+        assert largest.producer_epoch == MAX_REQUESTED_PRODUCER_EPOCH
     finally:
         await attacker.close()
     user = await WireClient.connect(broker.ws_url)
     try:
         opened = await user.open_producer(1, TOPIC, 0, name="b", mode=FENCING)  # a takeover
-        assert opened.producer_epoch == MAX_PRODUCER_EPOCH + 1 < 2**64
+        assert opened.producer_epoch == MAX_REQUESTED_PRODUCER_EPOCH + 1
         await user.send(1, 0, BatchMessage(b"still writable"))
     finally:
         await user.close()
+    status, stats = await broker.admin("POST", SEGMENT + "/fence", {"epoch": 2**62 + 2})
+    assert status == 200, stats  # the controller can still fence past it
 
 
 @pytest.mark.parametrize(

@@ -23,6 +23,7 @@ from scalable_topics.model.resources import (
     ScalableTopic,
 )
 from scalable_topics.protocol import ErrorCode
+from scalable_topics.protocol.limits import MAX_PRODUCER_EPOCH, MAX_REQUESTED_PRODUCER_EPOCH
 from scalable_topics.store.informers import Informers
 from support.memory_store import MemoryStore
 
@@ -384,6 +385,35 @@ async def test_a_segment_ahead_of_the_topic_raises_the_epoch_past_it(
     assert await producer_status(store) == ProducerStatus(
         epoch=6, holder="amy", access_mode=Mode.EXCLUSIVE, term=1
     )
+
+
+async def test_a_segment_a_client_raised_to_its_largest_epoch_is_still_fenced_past(
+    store: MemoryStore, brokers: Brokers, leader: Leader
+) -> None:
+    """The wire fuzzer's find: a client's largest epoch, then a takeover, left a segment
+    where the controller's fence past it needed an epoch beyond int64, and every grant of the
+    topic failed from then on. Clients may ask for 2**62 at most, so there is room above."""
+    grants = leader(1)
+    ahead = next(iter(await segment_descriptors(store)))
+    brokers.epochs[ahead] = MAX_REQUESTED_PRODUCER_EPOCH + 1
+    amy = Channel(brokers)
+    await grants.acquire("amy", Mode.EXCLUSIVE, None, amy)
+    assert amy.told == [("granted", MAX_REQUESTED_PRODUCER_EPOCH + 2)]
+    assert set(amy.segments_when_granted.values()) == {MAX_REQUESTED_PRODUCER_EPOCH + 2}
+
+
+async def test_a_fence_past_the_largest_epoch_is_refused_and_nothing_is_stored(
+    store: MemoryStore, brokers: Brokers, leader: Leader
+) -> None:
+    """No broker lets a segment reach the largest epoch; were one there, the grant is refused
+    and the topic keeps an epoch its CRD can hold."""
+    grants = leader(1)
+    ahead = next(iter(await segment_descriptors(store)))
+    brokers.epochs[ahead] = MAX_PRODUCER_EPOCH
+    amy = Channel(brokers)
+    assert await refused(grants, "amy", Mode.EXCLUSIVE, None, amy) is ErrorCode.SERVICE_NOT_READY
+    assert amy.told == []
+    assert (await producer_status(store)).epoch <= MAX_PRODUCER_EPOCH
 
 
 async def test_children_of_a_pending_split_are_fenced_when_their_storage_exists(

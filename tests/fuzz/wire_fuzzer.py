@@ -636,7 +636,7 @@ class WireFuzzer:
             return None
         if roll < 0.95:
             return small_uint(rng)
-        return rng.choice((2**63 - 1, 2**63, 2**64 - 1))
+        return rng.choice((2**62, 2**62 + 1, 2**63 - 1, 2**63, 2**64 - 1))
 
     def _protocol_versions(self, splices: Splices) -> tuple[int, ...]:
         rng = self.rng

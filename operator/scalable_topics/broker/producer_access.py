@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from ..model.resources import ProducerAccessMode
-from ..protocol.limits import MAX_PRODUCER_EPOCH
+from ..protocol.limits import MAX_PRODUCER_EPOCH, MAX_REQUESTED_PRODUCER_EPOCH
 
 
 class AccessError(Exception):
@@ -120,11 +120,11 @@ class ProducerAccess:
         exclusive producer held, or the one the controller granted topic-wide."""
         if self.grant_of(handle) is not None or any(w.handle == handle for w in self._waiting):
             raise AccessError("InvalidRequest", f"producer handle {handle!r} is already open")
-        if requested_epoch is not None and requested_epoch > MAX_PRODUCER_EPOCH:
+        if requested_epoch is not None and requested_epoch > MAX_REQUESTED_PRODUCER_EPOCH:
             raise AccessError(
                 "InvalidRequest",
-                f"producer_epoch {requested_epoch} is above the largest epoch, "
-                f"{MAX_PRODUCER_EPOCH}",
+                f"producer_epoch {requested_epoch} is above the largest a producer may ask "
+                f"for, {MAX_REQUESTED_PRODUCER_EPOCH} (2**62)",
             )
         self._refuse_stale(name, requested_epoch)
         self._refuse_reserved(name, mode, requested_epoch)

@@ -337,7 +337,8 @@ class ProducerAccessMode(StrEnum):
 class ProducerStatus(Wire):
     """The topic-wide exclusive producer: fencing epoch, holder, and the term that wrote it."""
 
-    epoch: int = Field(default=0, ge=0)
+    # A Kubernetes int64: a grant that would need a larger epoch is refused, never stored.
+    epoch: int = Field(default=0, ge=0, le=2**63 - 1)
     holder: str | None = None
     access_mode: ProducerAccessMode | None = None
     term: int = Field(default=0, ge=0)

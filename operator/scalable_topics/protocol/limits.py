@@ -13,10 +13,15 @@ DEFAULT_MAX_MESSAGE_BYTES: Final = DEFAULT_MAX_FRAME_BYTES - FRAME_OVERHEAD_RESE
 # The largest int msgpack carries: every uint field's bound.
 MAX_UINT: Final = 2**64 - 1
 
-# The largest producer epoch a client or the control plane may ask for. A takeover raises a
-# segment's epoch by one, so every epoch a segment can reach stays below 2**64, the first
-# integer msgpack cannot carry: a stored epoch always has a wire form.
+# The largest producer epoch anything stores or fences with: the topic status keeps it as a
+# Kubernetes int64, and the segment admin API refuses a fence above it.
 MAX_PRODUCER_EPOCH: Final = 2**63 - 1
+
+# The largest producer epoch a client may ask a segment for. Every epoch above it is kept for
+# what raises an epoch by one: a takeover, and the controller's fence past a segment that is
+# ahead of the topic. With 2**62 such raises left, a client that asks for its largest epoch
+# cannot push a topic to where the controller's next fence would have no epoch to use.
+MAX_REQUESTED_PRODUCER_EPOCH: Final = 2**62
 
 # A topic_set_hash is a CRC32C: 32 bits.
 MAX_TOPIC_SET_HASH: Final = 2**32 - 1
