@@ -12,6 +12,9 @@ import math
 from dataclasses import dataclass, fields, replace
 from typing import Final, TypeVar
 
+import yaml
+from pydantic import Field, ValidationError
+
 from .layout import MAX_SEGMENTS
 from .resources import AutoScaleSpec, RateThresholds
 
@@ -150,6 +153,22 @@ def _pick(override: _T | None, default: _T) -> _T:
     return default if override is None else override
 
 
+def _layered(base: AutoScaleConfig, spec: AutoScaleSpec) -> AutoScaleConfig:
+    """``spec``'s set fields over ``base``, not validated."""
+    return replace(
+        base,
+        enabled=base.enabled if spec.enabled is None else spec.enabled,
+        min_segments=_pick(spec.min_segments, base.min_segments),
+        max_segments=_pick(spec.max_segments, base.max_segments),
+        max_dag_depth=_pick(spec.max_dag_depth, base.max_dag_depth),
+        split_cooldown=_pick(spec.split_cooldown_seconds, base.split_cooldown),
+        merge_cooldown=_pick(spec.merge_cooldown_seconds, base.merge_cooldown),
+        merge_window=_pick(spec.merge_window_seconds, base.merge_window),
+        split_thresholds=_overlay(base.split_thresholds, spec.split_thresholds),
+        merge_thresholds=_overlay(base.merge_thresholds, spec.merge_thresholds),
+    )
+
+
 def resolve(cluster: AutoScaleConfig, spec: AutoScaleSpec | None) -> AutoScaleConfig:
     """The topic's policy: ``spec``'s set fields over ``cluster``, validated as a whole."""
     cluster_problems = cluster.problems()
@@ -157,19 +176,7 @@ def resolve(cluster: AutoScaleConfig, spec: AutoScaleSpec | None) -> AutoScaleCo
         raise ValueError("invalid cluster autoscale defaults: " + "; ".join(cluster_problems))
     if spec is None:
         return cluster
-    merged = AutoScaleConfig(
-        enabled=cluster.enabled if spec.enabled is None else spec.enabled,
-        min_segments=_pick(spec.min_segments, cluster.min_segments),
-        max_segments=_pick(spec.max_segments, cluster.max_segments),
-        max_dag_depth=_pick(spec.max_dag_depth, cluster.max_dag_depth),
-        split_cooldown=_pick(spec.split_cooldown_seconds, cluster.split_cooldown),
-        merge_cooldown=_pick(spec.merge_cooldown_seconds, cluster.merge_cooldown),
-        merge_window=_pick(spec.merge_window_seconds, cluster.merge_window),
-        split_thresholds=_overlay(cluster.split_thresholds, spec.split_thresholds),
-        merge_thresholds=_overlay(cluster.merge_thresholds, spec.merge_thresholds),
-        load_report_interval=cluster.load_report_interval,
-        materiality=cluster.materiality,
-    )
+    merged = _layered(cluster, spec)
     found = merged.problems()
     if found:
         raise ValueError(
@@ -177,3 +184,62 @@ def resolve(cluster: AutoScaleConfig, spec: AutoScaleSpec | None) -> AutoScaleCo
             + "; ".join(found)
         )
     return merged
+
+
+# The cluster's defaults live in a ConfigMap of the system namespace, under one key, as a
+# YAML mapping of the same camelCase fields as a topic's ``spec.autoScale`` plus the two
+# that only the cluster sets. Brokers and controllers read it through an informer, so a change
+# takes effect at the next report or evaluation, without a restart.
+CLUSTER_CONFIGMAP: Final = "scalable-topics-autoscale"
+CLUSTER_CONFIGMAP_KEY: Final = "autoscale.yaml"
+
+
+class ClusterAutoScaleSpec(AutoScaleSpec):
+    """The cluster's overrides of ``CLUSTER_DEFAULTS``: a topic's fields, and the reporter's."""
+
+    load_report_interval_seconds: float | None = Field(default=None, gt=0)
+    materiality: float | None = Field(default=None, ge=0)
+
+
+def cluster_config(spec: ClusterAutoScaleSpec | None) -> AutoScaleConfig:
+    """``CLUSTER_DEFAULTS`` with the cluster's overrides, validated as a whole."""
+    if spec is None:
+        return CLUSTER_DEFAULTS
+    merged = replace(
+        _layered(CLUSTER_DEFAULTS, spec),
+        load_report_interval=_pick(
+            spec.load_report_interval_seconds, CLUSTER_DEFAULTS.load_report_interval
+        ),
+        materiality=_pick(spec.materiality, CLUSTER_DEFAULTS.materiality),
+    )
+    found = merged.problems()
+    if found:
+        raise ValueError(
+            "the cluster's autoscale settings are invalid combined with the built-in "
+            "defaults: " + "; ".join(found)
+        )
+    return merged
+
+
+def parse_cluster_config(text: str) -> AutoScaleConfig:
+    """The cluster's policy from the ConfigMap key's YAML, or a ValueError naming what is wrong
+    (an empty document means the defaults)."""
+    try:
+        document = yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        raise ValueError(f"{CLUSTER_CONFIGMAP_KEY} is not YAML: {error}") from None
+    if document is None:
+        return CLUSTER_DEFAULTS
+    if not isinstance(document, dict):
+        raise ValueError(
+            f"{CLUSTER_CONFIGMAP_KEY} must be a mapping, not {type(document).__name__}"
+        )
+    try:
+        spec = ClusterAutoScaleSpec.model_validate(document)
+    except ValidationError as error:
+        problems = "; ".join(
+            f"{'.'.join(str(part) for part in e['loc']) or 'value'}: {e['msg']}"
+            for e in error.errors()
+        )
+        raise ValueError(f"{CLUSTER_CONFIGMAP_KEY}: {problems}") from None
+    return cluster_config(spec)

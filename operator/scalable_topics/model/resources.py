@@ -321,6 +321,53 @@ class LastOperation(Wire):
     finished_at: datetime
 
 
+class AutoScaleDecisionKind(StrEnum):
+    SPLIT = "Split"
+    MERGE = "Merge"
+    NO_ACTION = "NoAction"
+
+
+class AutoScaleRecommendation(Wire):
+    """What the load job (Spark) recommends for the topic, computed for one layout epoch.
+    The controller acts on it only while it is fresh (before ``expiresAt``) and the layout is
+    still at ``layoutEpoch``, and only after checking every gate against the live layout."""
+
+    decision: AutoScaleDecisionKind
+    segment_ids: list[int] = Field(
+        default_factory=list, max_length=2, description="one to split, or the pair to merge"
+    )
+    rule: str | None = Field(default=None, description="the rule that fired, e.g. msgRateIn")
+    window: str | None = Field(default=None, description="the rate window it read, e.g. 2m")
+    reason: str = ""
+    layout_epoch: int = Field(ge=0)
+    computed_at: datetime
+    expires_at: datetime
+    source: str = Field(default="spark", description="what computed it")
+
+
+class AutoScaleAction(Wire):
+    """The latest automatic split or merge the controller asked for, and why."""
+
+    decision: AutoScaleDecisionKind
+    segment_ids: list[int] = Field(default_factory=list, max_length=2)
+    rule: str
+    window: str | None = None
+    reason: str = ""
+    source: Literal["recommendation", "controller"]
+    at: datetime
+
+
+class AutoScaleStatus(Wire):
+    """Autoscale state that must survive a leader failover. The cooldown times are written in
+    the same compare-and-swap as the layout a split or merge commits (manual ones included),
+    never before: a change that fails does not start a cooldown."""
+
+    last_split_time: datetime | None = None
+    last_merge_time: datetime | None = None
+    recommendation: AutoScaleRecommendation | None = None
+    last_action: AutoScaleAction | None = None
+
+
 class ControllerStatus(Wire):
     identity: str
     endpoint: str | None = None
@@ -395,6 +442,7 @@ class ScalableTopicStatus(Wire):
     last_operation: LastOperation | None = None
     controller: ControllerStatus | None = None
     producer: ProducerStatus | None = None
+    auto_scale: AutoScaleStatus | None = None
     subscriptions: list[SubscriptionStatus] = Field(default_factory=list)
     conditions: list[Condition] = Field(default_factory=list)
     observed_generation: int | None = None
@@ -441,11 +489,18 @@ class SegmentPhase(StrEnum):
 
 
 class SegmentLoad(Wire):
+    """A segment's load record, written by its broker only on a material change: the four
+    rates (per second, over the report interval that ended at ``sampledAt``), and since when
+    every rate has been at or below the topic's merge thresholds (None: not cold). ``coldSince``
+    is carried over from record to record while the segment stays cold, also across a move to
+    another broker, so that only a change of load restarts the merge window."""
+
     msg_rate_in: float = Field(default=0.0, ge=0)
     msg_rate_out: float = Field(default=0.0, ge=0)
     byte_rate_in: float = Field(default=0.0, ge=0)
     byte_rate_out: float = Field(default=0.0, ge=0)
     sampled_at: datetime | None = None
+    cold_since: datetime | None = None
 
 
 class SegmentStatus(Wire):
