@@ -59,6 +59,7 @@ def test_the_builtin_kinds() -> None:
         ("v1", "events", ("ev",)),
         ("events.k8s.io/v1", "events", ("ev",)),
         ("coordination.k8s.io/v1", "leases", ()),
+        ("v1", "configmaps", ("cm",)),
         ("apiextensions.k8s.io/v1", "customresourcedefinitions", ("crd", "crds")),
     ]
     assert builtins.EVENTS_V1_EVENT.stored_as == "Event"
@@ -206,6 +207,41 @@ def test_lease_validation() -> None:
     assert messages(builtins.LEASE, lease(strategy="Newest")) == [
         'spec.strategy.strategy: Unsupported value: "Newest": supported values: "OldestEmulationVersion"'
     ]
+
+
+def config_map(**fields: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "c", "namespace": "default"},
+        **fields,
+    }
+
+
+def test_config_map_validation() -> None:
+    assert messages(builtins.CONFIG_MAP, config_map(data={"autoscale.yaml": "x: 1"})) == []
+    found = messages(
+        builtins.CONFIG_MAP,
+        config_map(data={"bad key": "", "..": "", "k": ""}, binaryData={"k": "AA=="}),
+    )
+    assert [m.split(":")[0] for m in found] == ["data[bad key]", "data[..]", "binaryData[k]"]
+    assert "a valid config key must consist of alphanumeric characters" in found[0]
+    assert found[2] == 'binaryData[k]: Invalid value: "k": duplicate of key present in data'
+    assert messages(builtins.CONFIG_MAP, config_map(data={"k" * 254: ""}))[0] == (
+        f"data[{'k' * 254}]: Too long: may not be more than 253 bytes"
+    )
+    assert messages(builtins.CONFIG_MAP, config_map(data={"big": "x" * 1024 * 1024})) == [
+        "[]: Too long: may not be more than 1048576 bytes"
+    ]
+    frozen = config_map(data={"k": "1"}, immutable=True)
+    assert messages(builtins.CONFIG_MAP, config_map(data={"k": "2"}, immutable=True), frozen) == [
+        "data: Forbidden: field is immutable when `immutable` is set"
+    ]
+    assert messages(builtins.CONFIG_MAP, config_map(data={"k": "1"}), frozen) == [
+        "immutable: Forbidden: field is immutable when `immutable` is set"
+    ]
+    assert messages(builtins.CONFIG_MAP, config_map(data={"k": "2"}), config_map()) == []
+    assert builtins.decode_error(builtins.CONFIG_MAP, config_map(data={"k": 1})) is not None
 
 
 def test_core_event_validation() -> None:

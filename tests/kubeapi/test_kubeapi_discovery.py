@@ -176,6 +176,7 @@ def test_definition_names() -> None:
         "io.k8s.api.core.v1.Event",
         "io.k8s.api.events.v1.Event",
         "io.k8s.api.coordination.v1.Lease",
+        "io.k8s.api.core.v1.ConfigMap",
         "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinition",
         "dev.scalabletopics.v1alpha1.ScalableTopic",
         "dev.scalabletopics.v1alpha1.Segment",

@@ -218,5 +218,32 @@ async def test_apply_patches_crd_kinds_with_merge_patch_and_builtins_with_strate
     assert stored_lease["spec"]["holderIdentity"] == "controller-1"
 
 
+async def test_apply_and_get_a_config_map(
+    kubectl: Kubectl, kube_api: KubeApi, tmp_path: Path
+) -> None:
+    """The cluster's autoscale settings are a ConfigMap: applied, changed and listed as on a
+    real cluster, and one with a bad key is refused naming it."""
+    manifest = tmp_path / "settings.yaml"
+    manifest.write_text(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: scalable-topics-autoscale\n"
+        "data:\n  autoscale.yaml: |\n    maxSegments: 8\n"
+    )
+    assert "configmap/scalable-topics-autoscale created" in await kubectl(
+        "apply", "-f", str(manifest)
+    )
+    manifest.write_text(manifest.read_text().replace("8", "16") + "  other: x\n")
+    assert "configmap/scalable-topics-autoscale configured" in await kubectl(
+        "apply", "-f", str(manifest)
+    )
+    stored = await kube_api.store.get("ConfigMap", "default", "scalable-topics-autoscale")
+    assert stored["data"] == {"autoscale.yaml": "maxSegments: 16\n", "other": "x"}
+    rows = _rows(await kubectl("get", "cm"))
+    assert rows[0] == ["NAME", "DATA", "AGE"]
+    assert rows[1][:2] == ["scalable-topics-autoscale", "2"]
+    manifest.write_text(manifest.read_text().replace("other:", "bad/key:"))
+    refused = await kubectl("apply", "-f", str(manifest), check=False)
+    assert "data[bad/key]: Invalid value" in refused
+
+
 async def test_version(kubectl: Kubectl) -> None:
     assert "Server Version: v1.37.0" in await kubectl("version")

@@ -66,7 +66,7 @@ def test_each_component_runs_as_its_own_bound_service_account(component: str) ->
 
 
 @pytest.mark.parametrize("component", COMPONENTS)
-def test_only_this_project_s_resources_leases_and_events(component: str) -> None:
+def test_only_this_project_s_resources_leases_configmaps_and_events(component: str) -> None:
     cluster_wide, system_namespace = _roles(component)
     resources = {"scalabletopics", "segments"}
     for group, resource in cluster_wide:
@@ -74,8 +74,9 @@ def test_only_this_project_s_resources_leases_and_events(component: str) -> None
             assert resource.partition("/")[0] in resources, resource
         else:
             assert (group, resource) == ("", "events"), f"{component} may touch {resource}"
-    # Leases are the system namespace's only, never cluster-wide.
-    assert set(system_namespace) == {("coordination.k8s.io", "leases")}
+    # Leases and ConfigMaps are the system namespace's only, never cluster-wide; the cluster's
+    # settings (ConfigMaps) are read, never written.
+    assert set(system_namespace) == {("coordination.k8s.io", "leases"), ("", "configmaps")}
     assert system_namespace[("coordination.k8s.io", "leases")] == {
         "get",
         "list",
@@ -83,6 +84,7 @@ def test_only_this_project_s_resources_leases_and_events(component: str) -> None
         "create",
         "update",
     }
+    assert system_namespace[("", "configmaps")] == {"get", "list", "watch"}
 
 
 def test_the_operator_never_writes_a_topic_s_spec_and_only_creates_events() -> None:

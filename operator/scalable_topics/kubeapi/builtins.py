@@ -1,7 +1,8 @@
 """The built-in kinds the API server serves, and the rules the real API server applies to them.
 
 Namespace (core/v1), Event (core/v1, and events.k8s.io/v1 over the same stored objects), Lease
-(coordination.k8s.io/v1) and CustomResourceDefinition (apiextensions.k8s.io/v1): each a
+(coordination.k8s.io/v1), ConfigMap (core/v1) and CustomResourceDefinition
+(apiextensions.k8s.io/v1): each a
 :class:`ResourceType` with a structural schema (for ``kubectl explain``, OpenAPI and field
 validation) and the printer columns ``kubectl get`` shows for it.
 
@@ -14,6 +15,7 @@ after, 422, is :func:`admission_causes`.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from typing import Any
@@ -334,6 +336,28 @@ LEASE_SCHEMA = _resource(
             },
             "spec contains the specification of the Lease.",
         )
+    },
+)
+
+CONFIG_MAP_SCHEMA = _resource(
+    "ConfigMap holds configuration data for pods to consume.",
+    {
+        "data": _object(
+            {},
+            "Data contains the configuration data. Each key must consist of alphanumeric "
+            "characters, '-', '_' or '.'.",
+            additionalProperties={"type": "string"},
+        ),
+        "binaryData": _object(
+            {},
+            "BinaryData contains the binary data (base64 on the wire). Its keys must not also "
+            "be keys of data.",
+            additionalProperties={"type": "string", "format": "byte"},
+        ),
+        "immutable": _bool(
+            "Immutable, if set to true, ensures that data stored in the ConfigMap cannot be "
+            "updated (only object metadata can be modified)."
+        ),
     },
 )
 
@@ -784,6 +808,26 @@ LEASE = ResourceType(
     ),
 )
 
+CONFIG_MAP = ResourceType(
+    group=CORE,
+    version="v1",
+    kind="ConfigMap",
+    plural="configmaps",
+    singular="configmap",
+    namespaced=True,
+    short_names=("cm",),
+    schema=CONFIG_MAP_SCHEMA,
+    printer_columns=(
+        _column(
+            "Data",
+            "The number of keys of data and binaryData.",
+            lambda obj, _: len(obj.get("data") or {}) + len(obj.get("binaryData") or {}),
+            type="integer",
+        ),
+        _age_column(),
+    ),
+)
+
 CUSTOM_RESOURCE_DEFINITION = ResourceType(
     group=crd_types.CRD_GROUP,
     version=crd_types.CRD_VERSION,
@@ -811,6 +855,7 @@ BUILTIN_RESOURCES: tuple[ResourceType, ...] = (
     EVENT,
     EVENTS_V1_EVENT,
     LEASE,
+    CONFIG_MAP,
     CUSTOM_RESOURCE_DEFINITION,
 )
 
@@ -1093,6 +1138,44 @@ def _lease_causes(obj: Mapping[str, Any]) -> list[Cause]:
     return causes
 
 
+# What the API server allows of a ConfigMap: keys of [-._a-zA-Z0-9], at most 253 long and
+# not "." or "..", never in both data and binaryData, 1 MiB of data in all; and once immutable,
+# neither its data nor that flag changes.
+_CONFIG_KEY = re.compile(r"[-._a-zA-Z0-9]+")
+_CONFIG_KEY_MESSAGE = (
+    "a valid config key must consist of alphanumeric characters, '-', '_' or '.' (e.g. "
+    "'key.name',  or 'KEY_NAME',  or 'key-name', regex used for validation is "
+    "'[-._a-zA-Z0-9]+')"
+)
+_CONFIG_MAP_MAX_BYTES = 1024 * 1024
+
+
+def _config_map_causes(obj: Mapping[str, Any], old: Mapping[str, Any] | None) -> list[Cause]:
+    causes: list[Cause] = []
+    data = obj.get("data") if isinstance(obj.get("data"), Mapping) else {}
+    binary = obj.get("binaryData") if isinstance(obj.get("binaryData"), Mapping) else {}
+    assert isinstance(data, Mapping) and isinstance(binary, Mapping)
+    size = 0
+    for field, values in (("data", data), ("binaryData", binary)):
+        for key, value in values.items():
+            path = fe.key(field, key)
+            if len(key) > 253:
+                causes.append(fe.too_long(path, 253))
+            if key in (".", "..") or not _CONFIG_KEY.fullmatch(key):
+                causes.append(fe.invalid(path, key, _CONFIG_KEY_MESSAGE))
+            if field == "binaryData" and key in data:
+                causes.append(fe.invalid(path, key, "duplicate of key present in data"))
+            size += len(key) + _byte_length(value)
+    if size > _CONFIG_MAP_MAX_BYTES:
+        causes.append(fe.too_long("[]", _CONFIG_MAP_MAX_BYTES))  # the API server's empty path
+    if old is not None and old.get("immutable") is True:
+        if obj.get("immutable") is not True:
+            causes.append(fe.forbidden("immutable", "field is immutable when `immutable` is set"))
+        if data != (old.get("data") or {}) or binary != (old.get("binaryData") or {}):
+            causes.append(fe.forbidden("data", "field is immutable when `immutable` is set"))
+    return causes
+
+
 def _byte_length(value: Any) -> int:
     return len(value.encode()) if isinstance(value, str) else 0
 
@@ -1223,6 +1306,8 @@ def admission_causes(
         return _namespace_causes(obj)
     if resource.kind == "Lease":
         return _lease_causes(obj)
+    if resource.kind == "ConfigMap":
+        return _config_map_causes(obj, old)
     if resource.kind == "Event":
         return event_causes(resource, obj, old)
     if resource.kind == crd_types.CRD_KIND:

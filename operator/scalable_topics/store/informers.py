@@ -16,7 +16,7 @@ from ..model.ownership import (
 )
 from ..model.resources import ScalableTopic, Segment
 from .informer import Informer
-from .kinds import LEASE
+from .kinds import CONFIG_MAP, LEASE
 from .port import Object, Store
 from .write_through import WriteThroughStore
 
@@ -36,8 +36,9 @@ def _segment_id(obj: Object) -> Iterable[Hashable]:
 
 
 class Informers:
-    """ScalableTopics and Segments of every namespace, and the Leases of the system namespace
-    (shard ownership, controller members, broker heartbeats)."""
+    """ScalableTopics and Segments of every namespace, and the Leases (shard ownership,
+    controller members, broker heartbeats) and ConfigMaps (the cluster's settings) of the
+    system namespace."""
 
     def __init__(self, store: Store, system_namespace: str) -> None:
         self.system_namespace = system_namespace
@@ -46,10 +47,11 @@ class Informers:
         self.segments.add_index(BY_TOPIC, _segment_topic)
         self.segments.add_index(BY_SEGMENT, _segment_id)
         self.leases = Informer(store, LEASE.kind, system_namespace)
+        self.configmaps = Informer(store, CONFIG_MAP.kind, system_namespace)
 
     @property
     def all(self) -> tuple[Informer, ...]:
-        return self.topics, self.segments, self.leases
+        return self.topics, self.segments, self.leases, self.configmaps
 
     def start(self) -> None:
         for informer in self.all:

@@ -24,6 +24,7 @@ class KindInfo:
 
 LEASE = KindInfo("Lease", "coordination.k8s.io/v1", "leases", status_subresource=False)
 EVENT = KindInfo("Event", "v1", "events", status_subresource=False)
+CONFIG_MAP = KindInfo("ConfigMap", "v1", "configmaps", status_subresource=False)
 
 DEFAULT_KINDS: Mapping[str, KindInfo] = MappingProxyType(
     {
@@ -35,6 +36,7 @@ DEFAULT_KINDS: Mapping[str, KindInfo] = MappingProxyType(
             KindInfo(Segment.KIND, API_VERSION, Segment.PLURAL, status_subresource=True),
             LEASE,
             EVENT,
+            CONFIG_MAP,
         )
     }
 )
