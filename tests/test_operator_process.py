@@ -69,7 +69,12 @@ async def test_ready_while_it_follows_the_api_and_unready_while_it_cannot_reach_
         await operator.start()
         await operator.wait_ready()
         assert await operator.readiness() == (200, "ok\n")
-        assert await following(operator) == {"ScalableTopic": 1, "Segment": 1, "Lease": 1}
+        assert await following(operator) == {
+            "ScalableTopic": 1,
+            "Segment": 1,
+            "Lease": 1,
+            "ConfigMap": 1,
+        }
 
         async def holds_every_shard() -> bool:
             report = await liveness(health_port)

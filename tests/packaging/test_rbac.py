@@ -84,7 +84,7 @@ def test_only_this_project_s_resources_leases_configmaps_and_events(component: s
         "create",
         "update",
     }
-    assert system_namespace[("", "configmaps")] == {"get", "list", "watch"}
+    assert system_namespace[("", "configmaps")] == {"list", "watch"}
 
 
 def test_the_operator_never_writes_a_topic_s_spec_and_only_creates_events() -> None:
