@@ -242,6 +242,11 @@ async def test_a_split_creates_children_with_the_parents_subscriptions_then_seal
     assert await read_all(segments[0], "billing", 20) == [f"m{i}".encode() for i in range(20)]
     reasons = [(kind, reason) for kind, reason, _ in await cluster.events()]
     assert ("Normal", "Split") in reasons
+    # The split cooldown starts in the write that committed the layout (finding 6).
+    topic = await cluster.topic()
+    assert topic.status.auto_scale is not None and topic.status.last_operation is not None
+    assert topic.status.auto_scale.last_split_time == topic.status.last_operation.finished_at
+    assert topic.status.auto_scale.last_merge_time is None
 
 
 async def test_a_merge_of_adjacent_segments_seals_both_and_unions_their_subscriptions(
@@ -264,6 +269,9 @@ async def test_a_merge_of_adjacent_segments_seals_both_and_unions_their_subscrip
     assert segments[2].spec.parents == [0, 1]
     last = topic.status.last_operation
     assert last is not None and (last.kind, last.result) == ("Merge", "Succeeded")
+    auto_scale = topic.status.auto_scale
+    assert auto_scale is not None and auto_scale.last_merge_time == last.finished_at
+    assert auto_scale.last_split_time is None
 
 
 async def test_the_next_request_written_as_the_answered_one_is_cleared_keeps_its_requester(
@@ -512,6 +520,7 @@ async def test_an_operation_that_cannot_proceed_is_rolled_back_before_any_parent
     last = topic.status.last_operation
     assert last is not None and last.result == "RolledBack"
     assert "storage is gone" in last.message
+    assert topic.status.auto_scale is None  # a failed split starts no cooldown (finding 6)
     assert sorted(await cluster.segments()) == [0, 1]  # the children's objects are gone
     for url in cluster.broker_urls:
         for descriptor in ("0000-3fff-2", "4000-7fff-3"):

@@ -1,5 +1,5 @@
 """``stctl topics``: create, list, describe, delete, split, merge and stats, through the topic
-admin API of any broker."""
+admin API of any broker; ``load`` reads the store (topics_load.py)."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from .admin_call import (
 )
 from .output import print_json, print_table
 from .topic_text import LIST_HEADER, describe_text, list_rows
+from .topics_load import add_topics_load
 from .topics_watch import add_topics_watch
 
 Subcommands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
@@ -279,3 +280,4 @@ def add_topics(commands: Subcommands) -> None:
     _add_scaling(topic_commands)
     _add_stats(topic_commands)
     add_topics_watch(topic_commands)
+    add_topics_load(topic_commands)

@@ -23,6 +23,7 @@ from ..model.clock import Clock, SystemClock
 from ..model.ownership import DEFAULT_SHARD_COUNT, shard_of, validate_shard_count
 from ..model.resources import CONTROLLER_ENDPOINT_ANNOTATION as ENDPOINT_ANNOTATION
 from ..store import Store
+from ..store.cluster_autoscale import ClusterAutoScale
 from ..store.informer import Change
 from ..store.informers import Informers
 from ..tokens import Authenticator, load_public_key
@@ -99,16 +100,20 @@ class ControllerManager:
         informers: Informers | None = None,
         *,
         follow_topics: bool = True,
+        cluster_autoscale: ClusterAutoScale | None = None,
     ) -> None:
         """``informers``: running ones shared with a broker of the same process; by default
         the manager runs its own. ``follow_topics``: lead a topic of a held shard when the
         topics informer reports it; False when something else reports topics through
-        ``topic_seen`` (the kopf operator's event handler)."""
+        ``topic_seen`` (the kopf operator's event handler). ``cluster_autoscale``: the
+        process's autoscale settings when something else of the process built them from the
+        shared ``informers``; by default the manager builds its own."""
         self._store = store
         self._config = config
         self._clock = clock
         self._informers = informers
         self._follow_topics = follow_topics
+        self._cluster_autoscale = cluster_autoscale
         self._running_informers: Informers | None = None
         self._shard_terms: dict[int, int] = {}
         self._supervisor: TopicSupervisor | None = None
@@ -156,6 +161,8 @@ class ControllerManager:
                     asyncio.Semaphore(config.concurrent_passes),
                     self.metrics,
                     config.broker_delete_timeout,
+                    self._cluster_autoscale
+                    or ClusterAutoScale(informers.configmaps, config.system_namespace),
                 )
                 supervisor = self._supervisor = TopicSupervisor(self._run_topic)
                 ownership = self.ownership = ShardOwnership(

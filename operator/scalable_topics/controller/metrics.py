@@ -35,6 +35,27 @@ class ControllerMetrics:
             "topic controller tasks restarted after failing",
             registry=self.registry,
         )
+        self.autoscale_evaluations = Counter(
+            "st_controller_autoscale_evaluations",
+            "autoscale evaluations of a topic, by outcome (acted, noAction, busy: an operation "
+            "is running or asked, disabled, invalid: the policy does not resolve, failed)",
+            ["outcome"],
+            registry=self.registry,
+        )
+        self.autoscale_decisions = Counter(
+            "st_controller_autoscale_decisions",
+            "automatic splits and merges asked for, by decision and the rule that fired "
+            "(other: a load job rule this controller does not know)",
+            ["decision", "rule"],
+            registry=self.registry,
+        )
+        self.autoscale_recommendations = Counter(
+            "st_controller_autoscale_recommendations",
+            "the load job's recommendations met by evaluations, by what became of them (used, "
+            "refused: a gate of the live layout, overridden: live consumers, stale, wrongEpoch)",
+            ["use"],
+            registry=self.registry,
+        )
         self._led_topics = Gauge(
             "st_controller_led_topics", "topics this controller leads", registry=self.registry
         )

@@ -41,6 +41,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 import aiohttp
@@ -52,6 +53,7 @@ from ..model.errors import LayoutError
 from ..model.layout import ChangeKind, LayoutChange, PlannedChild, SegmentLayout
 from ..model.placement import NoLiveBroker, live_urls
 from ..model.resources import (
+    AutoScaleStatus,
     LastOperation,
     OperationResult,
     OperationStep,
@@ -459,6 +461,7 @@ class TopicScaler:
                     "pending_operation": None,
                     "last_operation": last,
                     "active_segments": len(new_layout.active),
+                    "auto_scale": _cooldown_started(topic.status.auto_scale, change.kind, now),
                     "phase": TopicPhase.READY,
                     "conditions": set_condition(topic.status.conditions, condition),
                 }
@@ -600,6 +603,16 @@ class TopicScaler:
             last_transition_time=self._clock.now(),
             observed_generation=topic.metadata.generation,
         )
+
+
+def _cooldown_started(
+    current: AutoScaleStatus | None, kind: ChangeKind, now: datetime
+) -> AutoScaleStatus:
+    """The autoscale status with the cooldown of ``kind`` starting ``now``. Written only in the
+    compare-and-swap that commits the layout, so a change that fails starts no cooldown and a
+    new leader reads it from the topic (manual changes count as automatic ones do)."""
+    field = "last_split_time" if kind is ChangeKind.SPLIT else "last_merge_time"
+    return (current or AutoScaleStatus()).model_copy(update={field: now})
 
 
 def _request_annotations(topic: ScalableTopic) -> dict[str, str | None]:

@@ -28,8 +28,11 @@ from ..model.clock import Clock
 from ..model.conditions import Condition, find_condition, set_condition
 from ..model.resources import ScalableTopic, TopicPhase
 from ..store import Conflict, Object, Store, StoreError
+from ..store.cluster_autoscale import ClusterAutoScale
 from ..store.informer import Change
 from ..store.informers import BY_TOPIC, Informers
+from ..tasks import TaskOwner
+from .autoscaler import TopicAutoScaler
 from .consumers import ConsumerCoordinators
 from .events import EventRecorder
 from .failures import Failure, classify
@@ -65,6 +68,8 @@ class ControllerContext:
     passes: asyncio.Semaphore  # bounds the passes running at once, over all topics
     metrics: ControllerMetrics
     broker_delete_timeout: float = BROKER_DELETE_TIMEOUT
+    # The cluster's autoscale settings; None runs no autoscaler (tests of other parts).
+    autoscale: ClusterAutoScale | None = None
 
 
 class TopicController:
@@ -92,6 +97,21 @@ class TopicController:
             self._lifecycle,
             self._events,
         )
+        self._autoscaler = (
+            None
+            if context.autoscale is None
+            else TopicAutoScaler(
+                context.store,
+                context.informers,
+                context.clock,
+                context.autoscale,
+                self._events,
+                context.metrics,
+                context.identity,
+                namespace,
+                name,
+            )
+        )
 
     @property
     def topic(self) -> str:
@@ -104,7 +124,11 @@ class TopicController:
             context.informers.topics.subscribe_key(key, self._changed),
             context.informers.segments.subscribe_index(BY_TOPIC, key, self._changed),
         ]
+        # Autoscale evaluations run beside the passes, for exactly as long as the topic is led.
+        owner = TaskOwner(f"autoscale of {self.topic}", log)
         try:
+            if self._autoscaler is not None:
+                owner.spawn(self._autoscaler.run(), f"autoscale {self.topic}")
             # Consumer sessions and the exclusive producer are served for exactly as long as
             # the topic is led.
             async with (
@@ -113,6 +137,7 @@ class TopicController:
             ):
                 await self._keep_reconciling()
         finally:
+            await owner.close()
             for unsubscribe in unsubscribes:
                 unsubscribe()
 

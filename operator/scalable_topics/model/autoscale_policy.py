@@ -252,3 +252,63 @@ def _merge_pass(config: AutoScaleConfig, inputs: AutoScaleInputs) -> tuple[Merge
 
 def _describe(rates: Rates) -> str:
     return ", ".join(f"{rate} {value:g}/s" for rate, value in rates.by_wire_name())
+
+
+# -- re-checking a decision made elsewhere ------------------------------------------------------
+
+
+def admissible(
+    config: AutoScaleConfig, inputs: AutoScaleInputs, decision: Split | Merge
+) -> str | None:
+    """Why ``decision`` (made elsewhere, on an older view: the load job's) must not be carried
+    out on the live layout now, or None when every gate lets it through. The gates are
+    ``decide``'s, without the load rules: which segment is hot or cold is the job's to judge,
+    whether the layout still allows the change is not."""
+    if not config.enabled:
+        return "autoscale is disabled for this topic"
+    layout, active = inputs.layout, inputs.layout.active
+    active_ids = {s.segment_id for s in active}
+    if isinstance(decision, Split):
+        if decision.segment_id not in active_ids:
+            return f"segment {decision.segment_id} is not active"
+        if not layout.get(decision.segment_id).hash_range.can_split():
+            return f"segment {decision.segment_id} covers one hash and cannot split"
+        if len(active) >= config.max_segments:
+            return f"the topic has {len(active)} active segments, the maximum {config.max_segments}"
+        cooling = _cooling(inputs.last_split, config.split_cooldown, inputs.now)
+        if cooling is not None:
+            return (
+                f"the last split was {cooling:g} s ago, inside the {config.split_cooldown:g} s "
+                "split cooldown"
+            )
+        return None
+    first, second = decision.first_id, decision.second_id
+    for segment_id in (first, second):
+        if segment_id not in active_ids:
+            return f"segment {segment_id} is not active"
+    if not layout.get(first).hash_range.is_adjacent(layout.get(second).hash_range):
+        return f"segments {first} and {second} are not adjacent"
+    if len(active) - 1 < config.min_segments:
+        return (
+            f"{len(active)} active segments, a merge would go below the minimum "
+            f"{config.min_segments}"
+        )
+    most_consumers = max(inputs.consumers.values(), default=0)
+    if len(active) - 1 < most_consumers:
+        return (
+            f"a subscription has {most_consumers} consumers, a merge would leave one without a "
+            "segment"
+        )
+    cooling = _cooling(inputs.last_merge, config.merge_cooldown, inputs.now)
+    if cooling is not None:
+        return (
+            f"the last merge was {cooling:g} s ago, inside the {config.merge_cooldown:g} s "
+            "merge cooldown"
+        )
+    depth = 1 + max(layout.merge_depth(first), layout.merge_depth(second))
+    if depth > config.max_dag_depth:
+        return (
+            f"the merged segment would be {depth} merge(s) deep, over the maximum "
+            f"{config.max_dag_depth}"
+        )
+    return None
