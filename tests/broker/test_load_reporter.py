@@ -172,7 +172,7 @@ async def test_finding_4_a_new_owner_rewrites_nothing_and_keeps_cold_since(world
     await second.cycle()
     for _ in range(5):
         await produce_for(world, second, 10.0, 5)
-    assert second.samples == 5 and second.record_writes == 0
+    assert second.samples == 6 and second.record_writes == 0
     assert await world.record(segment) == record
 
     # A material change keeps the coldSince of the first owner's record.

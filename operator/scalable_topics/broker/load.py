@@ -65,6 +65,7 @@ class SegmentLoad:
     """The four rates of one segment (stats and metrics), and its cumulative counts."""
 
     def __init__(self, window_seconds: float, monotonic: Callable[[], float]) -> None:
+        self.started = monotonic()  # when the counts started from zero
         self._msgs_in = RollingRate(window_seconds, monotonic)
         self._msgs_out = RollingRate(window_seconds, monotonic)
         self._bytes_in = RollingRate(window_seconds, monotonic)

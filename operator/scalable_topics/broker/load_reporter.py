@@ -40,6 +40,9 @@ from .segment import HostedSegment, SegmentKey
 
 log = logging.getLogger(__name__)
 
+# The shortest sample, as a fraction of the report interval.
+_SHORTEST = 0.5
+
 
 @dataclass(frozen=True, slots=True)
 class _Baseline:
@@ -63,6 +66,7 @@ class LoadReporter:
         self._store = store
         self._segment_objects = informers.segments
         self._topics = informers.topics
+        self._configmaps = informers.configmaps
         self._cluster = cluster
         self._hosted = segments
         self._broker = broker
@@ -91,6 +95,7 @@ class LoadReporter:
     async def _run(self) -> None:
         await self._segment_objects.wait_synced()
         await self._topics.wait_synced()
+        await self._configmaps.wait_synced()
         while True:
             await self.cycle()
             # Re-read every cycle: a new interval takes effect at the next one.
@@ -99,22 +104,26 @@ class LoadReporter:
     async def cycle(self) -> None:
         """Sample every hosted segment once; write the records that became material."""
         monotonic, end = self._monotonic(), self._now()
+        cluster = self._cluster.current()
         hosted = {s.key: s for s in self._hosted() if not s.sealed}
         for gone in self._baselines.keys() - hosted.keys():
             del self._baselines[gone]
         for gone in self._records.keys() - hosted.keys():
             del self._records[gone]
-        cluster = self._cluster.current()
         policies: dict[tuple[str, str], AutoScaleConfig] = {}
         for key, segment in hosted.items():
             counts = segment.load.counts()
             base = self._baselines.get(key)
-            self._baselines[key] = _Baseline(segment, monotonic, counts)
             if base is None or base.segment is not segment:
-                continue  # the first sample ends at the next cycle
+                # A segment new here: its counts started from zero when it was opened.
+                base = _Baseline(segment, segment.load.started, LoadCounts())
             elapsed = monotonic - base.monotonic
-            if elapsed <= 0:
+            if elapsed < _SHORTEST * cluster.load_report_interval:
+                # Too short to be a rate (a segment opened just now): the next cycle's
+                # sample covers this time too.
+                self._baselines[key] = base
                 continue
+            self._baselines[key] = _Baseline(segment, monotonic, counts)
             rates = _rates(base.counts, counts, elapsed)
             start = end - timedelta(seconds=elapsed)
             self.samples += 1
