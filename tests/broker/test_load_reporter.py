@@ -4,6 +4,8 @@ settings changes taking effect at the next cycle (finding 7)."""
 
 from __future__ import annotations
 
+import asyncio
+import itertools
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -14,6 +16,7 @@ import pytest
 from dag_objects import segment_object
 
 from scalable_topics.broker.load import SegmentLoad as Meter
+from scalable_topics.broker.load_history_files import LoadRow
 from scalable_topics.broker.load_reporter import LoadReporter
 from scalable_topics.broker.segment import SegmentKey
 from scalable_topics.model.autoscale_config import CLUSTER_CONFIGMAP, CLUSTER_CONFIGMAP_KEY
@@ -239,3 +242,45 @@ async def test_a_split_threshold_from_the_topic_is_crossed_within_the_band(world
     await produce_for(world, reporter, 10.0, 1050)
     record = await world.record(segment)
     assert record is not None and record["msgRateIn"] == 1050.0
+
+
+class Rows:
+    """The history's side, as far as the reporter goes: the samples' ends."""
+
+    def __init__(self) -> None:
+        self.ends: list[float] = []
+
+    def append(self, row: LoadRow) -> None:
+        self.ends.append((row.end - T0).total_seconds())
+
+
+@pytest.mark.looptime
+async def test_finding_7_a_new_interval_takes_effect_without_a_restart(world: World) -> None:
+    """On fake loop time: samples every 10 s (the default), then every 2 s once the
+    ConfigMap says so."""
+    loop = asyncio.get_running_loop()
+    world.clock.monotonic = loop.time  # type: ignore[method-assign]
+    world.clock.now = lambda: T0 + timedelta(seconds=loop.time())  # type: ignore[method-assign]
+    start = loop.time()
+    await world.add(0)
+    rows = Rows()
+    reporter = LoadReporter(
+        world.store,
+        world.informers,
+        world.cluster,
+        lambda: world.hosted,
+        "broker-0",
+        rows,  # type: ignore[arg-type]
+        monotonic=world.clock.monotonic,
+        now=world.clock.now,
+    )
+    await reporter.start()
+    try:
+        await asyncio.sleep(start + 35 - loop.time())
+        await world.settings("loadReportIntervalSeconds: 2\nmateriality: 0.3")
+        await asyncio.sleep(start + 51 - loop.time())
+    finally:
+        await reporter.stop()
+    gaps = [round(b - a, 6) for a, b in itertools.pairwise(rows.ends)]
+    assert gaps[:3] == [10.0, 10.0, 10.0]
+    assert gaps[-5:] == [2.0] * 5
