@@ -29,8 +29,31 @@ POLICY = replace(
     materiality=0.25,
 )
 
-rate = st.one_of(st.just(0.0), st.floats(min_value=0.0, max_value=3000.0, allow_nan=False))
+# Rates anywhere, and rates within the materiality band of a threshold, where a band anchored
+# at the last record alone would hide a crossing.
+near = st.sampled_from([20.0, 100.0, 200.0, 1000.0]).flatmap(
+    lambda limit: st.floats(min_value=0.85 * limit, max_value=1.15 * limit)
+)
+rate = st.one_of(st.just(0.0), near, st.floats(min_value=0.0, max_value=3000.0, allow_nan=False))
 rates = st.builds(Rates, rate, rate, rate, rate)
+factor = st.floats(min_value=0.85, max_value=1.15)
+
+
+@st.composite
+def drifting(draw: st.DrawFn) -> list[Rates]:
+    """A load that drifts a little at a time: every rate stays in the band of the last record
+    for a while, so only the threshold rule can report a crossing."""
+    current = draw(rates)
+    samples = [current]
+    for _ in range(draw(st.integers(min_value=1, max_value=20))):
+        current = Rates(
+            *(value * draw(factor) for value in (value for _, value in current.by_wire_name()))
+        )
+        samples.append(current)
+    return samples
+
+
+histories = st.one_of(st.lists(rates, min_size=1, max_size=30), drifting())
 
 
 def side(value: float, limit: float) -> bool:
@@ -52,7 +75,7 @@ def run(samples: list[Rates]) -> list[tuple[SegmentLoad, int]]:
     return kept
 
 
-@given(st.lists(rates, min_size=1, max_size=30))
+@given(histories)
 def test_the_record_is_on_the_samples_side_of_every_threshold_and_within_the_band(
     samples: list[Rates],
 ) -> None:
@@ -68,7 +91,7 @@ def test_the_record_is_on_the_samples_side_of_every_threshold_and_within_the_ban
             assert abs(new - old) <= POLICY.materiality * old, (wire, old, new)
 
 
-@given(st.lists(rates, min_size=1, max_size=30))
+@given(histories)
 def test_cold_since_is_the_start_of_the_first_sample_of_the_cold_run(
     samples: list[Rates],
 ) -> None:
