@@ -3,6 +3,17 @@
 from __future__ import annotations
 
 import argparse
+import math
+
+
+def _positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not (value > 0 and math.isfinite(value)):
+        raise argparse.ArgumentTypeError(f"must be a number of seconds > 0, not {text}")
+    return value
 
 
 def add_load_history_flags(parser: argparse.ArgumentParser) -> None:
@@ -15,14 +26,14 @@ def add_load_history_flags(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--load-history-flush",
-        type=float,
+        type=_positive_seconds,
         default=60.0,
         metavar="SECONDS",
         help="write the buffered samples as one file every SECONDS (default 60)",
     )
     parser.add_argument(
         "--load-history-retention",
-        type=float,
+        type=_positive_seconds,
         default=7 * 86400.0,
         metavar="SECONDS",
         help="delete this broker's history older than SECONDS, by whole days (default "
