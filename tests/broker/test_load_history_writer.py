@@ -3,6 +3,8 @@ raised), the buffer is bounded (oldest dropped), and what is buffered is written
 
 from __future__ import annotations
 
+import asyncio
+import threading
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -75,3 +77,29 @@ async def test_bad_settings_are_refused_by_name(tmp_path: Path, informers: Infor
         LoadHistory(str(tmp_path), "b-1", informers, 60.0, -1.0)
     with pytest.raises(ValueError, match="broker id"):
         LoadHistory(str(tmp_path), "a/b", informers, 60.0, 86400.0)
+
+
+async def test_stop_during_a_write_lets_it_end_and_loses_no_row(
+    tmp_path: Path, informers: Informers
+) -> None:
+    history = LoadHistory(str(tmp_path), "b-1", informers, 3600.0, 86400.0)
+    await history.start()
+    real_write = history._files.write
+    entered, release = threading.Event(), threading.Event()
+
+    def slow_write(rows: list[LoadRow]) -> list[str]:
+        entered.set()
+        release.wait(30)
+        return real_write(rows)
+
+    history._files.write = slow_write  # type: ignore[method-assign]
+    history.append(row(0))
+    history.flush_soon()
+    await asyncio.to_thread(entered.wait, 30)
+    history.append(row(1))
+    stopping = asyncio.ensure_future(history.stop())
+    await asyncio.sleep(0)  # the writer is cancelled while its thread still writes
+    assert not stopping.done()
+    release.set()
+    await stopping
+    assert written(tmp_path) == [0.0, 1.0] and history.rows_written == 2

@@ -20,7 +20,7 @@ import logging
 from collections import deque
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from typing import Final
+from typing import Final, TypeVar
 
 from ..store.informer import Change, Unsubscribe
 from ..store.informers import Informers
@@ -28,6 +28,7 @@ from ..tasks import TaskOwner
 from .load_history_files import HistoryFiles, LoadRow, SegmentKey, open_location
 
 log = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 # About 16 minutes of samples of 1,000 segments at a 10 s interval, some 20 MB.
 MAX_BUFFERED_ROWS: Final = 100_000
@@ -114,29 +115,41 @@ class LoadHistory:
         if not self._buffer:
             return
         rows, self._buffer = list(self._buffer), deque()
+        work = asyncio.ensure_future(asyncio.to_thread(self._files.write, rows))
         try:
-            paths = await asyncio.to_thread(self._files.write, rows)
-        except Exception as error:  # the location is down or refuses: keep the rows
-            self.write_failures += 1
-            log.warning(
-                "writing %d load history rows to %s failed (%s); retrying at the next flush",
-                len(rows),
-                self.location,
-                error,
-            )
-            kept = rows + list(self._buffer)
-            dropped = max(0, len(kept) - self._max_rows)
-            self.rows_dropped += dropped
-            self._buffer = deque(kept[dropped:])
+            await asyncio.wait({work})
+        except asyncio.CancelledError:
+            # A thread cannot be stopped: let it end, so that the last flush at stop neither
+            # races it nor loses its rows, then stop.
+            await asyncio.wait({work})
+            self._settle(rows, work)
+            raise
+        self._settle(rows, work)
+
+    def _settle(self, rows: list[LoadRow], work: asyncio.Future[list[str]]) -> None:
+        error = work.exception()
+        if error is None:
+            self.rows_written += len(rows)
+            self.files_written += len(work.result())
             return
-        self.rows_written += len(rows)
-        self.files_written += len(paths)
+        # The location is down or refuses: keep the rows for the next flush.
+        self.write_failures += 1
+        log.warning(
+            "writing %d load history rows to %s failed (%s); retrying at the next flush",
+            len(rows),
+            self.location,
+            error,
+        )
+        kept = rows + list(self._buffer)
+        dropped = max(0, len(kept) - self._max_rows)
+        self.rows_dropped += dropped
+        self._buffer = deque(kept[dropped:])
 
     async def _sweep(self) -> None:
         if self._deleted:
             deleted = dict(self._deleted)
             try:
-                removed = await asyncio.to_thread(self._files.remove_segments, deleted)
+                removed = await _in_thread(self._files.remove_segments, deleted)
             except Exception as error:
                 log.warning("removing deleted segments' load history failed (%s); retrying", error)
             else:
@@ -149,7 +162,7 @@ class LoadHistory:
             seconds=RETENTION_CHECK_SECONDS
         ):
             try:
-                expired = await asyncio.to_thread(self._files.expire, now, self._retention)
+                expired = await _in_thread(self._files.expire, now, self._retention)
             except Exception as error:
                 log.warning("deleting expired load history failed (%s); retrying", error)
             else:
@@ -174,3 +187,16 @@ class LoadHistory:
             if (row.namespace, row.topic, row.segment_id) != key or row.end > at
         )
         self._wake.set()
+
+
+async def _in_thread(function: Callable[..., _T], *args: object) -> _T:
+    """``function(*args)`` in a worker thread; a cancellation waits for it to end first (a
+    thread cannot be stopped), so that nothing it does races what the canceller does next."""
+    work = asyncio.ensure_future(asyncio.to_thread(function, *args))
+    try:
+        return await asyncio.shield(work)
+    except asyncio.CancelledError:
+        await asyncio.wait({work})
+        if not work.cancelled():
+            work.exception()  # retrieved: the canceller does not want it
+        raise
