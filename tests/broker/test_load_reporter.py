@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from dag_objects import segment_object
 
+from scalable_topics.broker.load import LoadCounts
 from scalable_topics.broker.load import SegmentLoad as Meter
 from scalable_topics.broker.load_history_files import LoadRow
 from scalable_topics.broker.load_reporter import LoadReporter
@@ -284,3 +285,30 @@ async def test_finding_7_a_new_interval_takes_effect_without_a_restart(world: Wo
     gaps = [round(b - a, 6) for a, b in itertools.pairwise(rows.ends)]
     assert gaps[:3] == [10.0, 10.0, 10.0]
     assert gaps[-5:] == [2.0] * 5
+
+
+@pytest.mark.looptime
+async def test_a_failing_cycle_does_not_end_the_reports(
+    world: World, caplog: pytest.LogCaptureFixture
+) -> None:
+    loop = asyncio.get_running_loop()
+    world.clock.monotonic = loop.time  # type: ignore[method-assign]
+    segment = await world.add(0)
+    counts = segment.load.counts
+    calls = 0
+
+    def failing_once() -> LoadCounts:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            raise RuntimeError("a bad segment")
+        return counts()
+
+    segment.load.counts = failing_once  # type: ignore[method-assign]
+    reporter = world.reporter()
+    await reporter.start()
+    try:
+        await eventually(lambda: reporter.samples >= 2, "samples after the failure")
+    finally:
+        await reporter.stop()
+    assert "a load report cycle failed" in caplog.text

@@ -97,7 +97,10 @@ class LoadReporter:
         await self._topics.wait_synced()
         await self._configmaps.wait_synced()
         while True:
-            await self.cycle()
+            try:
+                await self.cycle()
+            except Exception:  # one bad cycle must not end the reports
+                log.exception("a load report cycle failed; the next one runs as usual")
             # Re-read every cycle: a new interval takes effect at the next one.
             await asyncio.sleep(self._cluster.current().load_report_interval)
 
