@@ -23,8 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from scalable_topics.broker.load import SegmentLoad
-from scalable_topics.broker.load_history_files import HistoryFiles, LoadRow, open_location
+from scalable_topics.broker.load_history_files import HistoryFiles, open_location
 from scalable_topics.broker.load_reporter import LoadReporter
+from scalable_topics.broker.load_row import LoadRow
 from scalable_topics.broker.segment import SegmentKey
 from scalable_topics.model.hash_range import HashRange
 from scalable_topics.model.resources import API_VERSION, TOPIC_LABEL, Segment, segment_object_name
@@ -111,7 +112,7 @@ async def run(segments: int, minutes: float, jitter: float) -> None:
                     ClusterAutoScale(informers.configmaps, SYSTEM),
                     lambda: hosted,
                     "bench-0",
-                    rows,  # type: ignore[arg-type]
+                    rows,
                     monotonic=clock.monotonic,
                     now=clock.now,
                 )

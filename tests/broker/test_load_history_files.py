@@ -10,12 +10,8 @@ import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 import pytest
 
-from scalable_topics.broker.load_history_files import (
-    SCHEMA,
-    HistoryFiles,
-    LoadRow,
-    open_location,
-)
+from scalable_topics.broker.load_history_files import SCHEMA, HistoryFiles, open_location
+from scalable_topics.broker.load_row import LoadRow
 
 T0 = datetime(2026, 11, 25, 23, 59, 50, tzinfo=UTC)  # ten seconds before midnight
 

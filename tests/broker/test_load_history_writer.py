@@ -13,7 +13,7 @@ import pyarrow.dataset as ds
 import pytest
 
 from scalable_topics.broker.load_history import LoadHistory
-from scalable_topics.broker.load_history_files import LoadRow
+from scalable_topics.broker.load_row import LoadRow
 from scalable_topics.store.informers import Informers
 from support.eventually import eventually
 from support.memory_store import MemoryStore

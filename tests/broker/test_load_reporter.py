@@ -17,8 +17,8 @@ from dag_objects import segment_object
 
 from scalable_topics.broker.load import LoadCounts
 from scalable_topics.broker.load import SegmentLoad as Meter
-from scalable_topics.broker.load_history_files import LoadRow
 from scalable_topics.broker.load_reporter import LoadReporter
+from scalable_topics.broker.load_row import LoadRow
 from scalable_topics.broker.segment import SegmentKey
 from scalable_topics.model.autoscale_config import CLUSTER_CONFIGMAP, CLUSTER_CONFIGMAP_KEY
 from scalable_topics.model.hash_range import HashRange
@@ -271,7 +271,7 @@ async def test_finding_7_a_new_interval_takes_effect_without_a_restart(world: Wo
         world.cluster,
         lambda: world.hosted,
         "broker-0",
-        rows,  # type: ignore[arg-type]
+        rows,
         monotonic=world.clock.monotonic,
         now=world.clock.now,
     )

@@ -11,7 +11,7 @@ import signal
 import socket
 import sys
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
@@ -29,7 +29,6 @@ from .connection_limits import ConnectionLimits, refused_upgrade
 from .controller_links import ControllerLinks
 from .drain_markers import DrainMarkers
 from .inflight import PublishCounters
-from .load_history import LoadHistory
 from .load_metrics import LOAD_HISTORY_KEY, LOAD_REPORTER_KEY
 from .load_reporter import LoadReporter
 from .metrics import (
@@ -46,6 +45,9 @@ from .registry import SegmentRegistry
 from .session import Session
 from .topic_admin import INFORMERS_KEY, STORE_KEY, add_topic_routes
 from .topic_watch import TopicWatchHub
+
+if TYPE_CHECKING:
+    from .load_history import LoadHistory
 
 log = logging.getLogger(__name__)
 
@@ -249,6 +251,9 @@ def build_app(
 def _load_history(config: BrokerConfig, informers: Informers) -> LoadHistory | None:
     if not config.load_history:
         return None
+    # Imported only here: pyarrow costs every broker that keeps no history some 75 MiB.
+    from .load_history import LoadHistory
+
     return LoadHistory(
         config.load_history,
         config.identity,

@@ -25,7 +25,8 @@ from typing import Final, TypeVar
 from ..store.informer import Change, Unsubscribe
 from ..store.informers import Informers
 from ..tasks import TaskOwner
-from .load_history_files import HistoryFiles, LoadRow, SegmentKey, open_location
+from .load_history_files import HistoryFiles, open_location
+from .load_row import LoadRow, RowKey
 
 log = logging.getLogger(__name__)
 _T = TypeVar("_T")
@@ -59,9 +60,9 @@ class LoadHistory:
         self._flush_seconds = flush_seconds
         self._retention = timedelta(seconds=retention_seconds)
         self._now = now
-        self._max_rows = max_rows
+        self.max_rows = max_rows
         self._buffer: deque[LoadRow] = deque()
-        self._deleted: dict[SegmentKey, datetime] = {}
+        self._deleted: dict[RowKey, datetime] = {}
         self._unsubscribe: Unsubscribe | None = None
         self._tasks = TaskOwner("load history", log)
         self._wake = asyncio.Event()
@@ -94,7 +95,7 @@ class LoadHistory:
         await self._flush()
 
     def append(self, row: LoadRow) -> None:
-        if len(self._buffer) >= self._max_rows:
+        if len(self._buffer) >= self.max_rows:
             self._buffer.popleft()
             self.rows_dropped += 1
         self._buffer.append(row)
@@ -141,7 +142,7 @@ class LoadHistory:
             error,
         )
         kept = rows + list(self._buffer)
-        dropped = max(0, len(kept) - self._max_rows)
+        dropped = max(0, len(kept) - self.max_rows)
         self.rows_dropped += dropped
         self._buffer = deque(kept[dropped:])
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 import contextlib
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
@@ -26,6 +25,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
+
+from .load_row import LoadRow, RowKey
 
 SCHEMA = pa.schema(
     [
@@ -44,25 +45,6 @@ SCHEMA = pa.schema(
 
 _KEY_COLUMNS = ["namespace", "topic", "segment_id", "end"]
 _PARTITION = re.compile(r"^date=(\d{4}-\d{2}-\d{2})$")
-
-
-@dataclass(frozen=True, slots=True)
-class LoadRow:
-    """One sample of one segment: the exact average rates over [start, end]."""
-
-    namespace: str
-    topic: str
-    segment_id: int
-    broker: str
-    start: datetime
-    end: datetime
-    msg_rate_in: float
-    msg_rate_out: float
-    byte_rate_in: float
-    byte_rate_out: float
-
-
-SegmentKey = tuple[str, str, int]  # namespace, topic, segment id
 
 
 def open_location(location: str) -> tuple[pafs.FileSystem, str]:
@@ -134,7 +116,7 @@ class HistoryFiles:
                 found.append((date.fromisoformat(match.group(1)), info.path))
         return found
 
-    def remove_segments(self, deleted: dict[SegmentKey, datetime]) -> int:
+    def remove_segments(self, deleted: dict[RowKey, datetime]) -> int:
         """Remove the rows of deleted segments (those that ended at or before the deletion,
         so a segment of a topic made again under the same name keeps its own) from this
         broker's files, rewriting each affected file whole; the rows removed."""
@@ -199,7 +181,7 @@ def _table(rows: Iterable[LoadRow]) -> pa.Table:
     return pa.table(columns, schema=SCHEMA)
 
 
-def _rows_of(table: pa.Table, deleted: dict[SegmentKey, datetime]) -> pa.ChunkedArray | None:
+def _rows_of(table: pa.Table, deleted: dict[RowKey, datetime]) -> pa.ChunkedArray | None:
     """A mask of the rows of ``deleted`` segments in ``table``, or None when it has none."""
     mask = None
     for (namespace, topic, segment_id), at in deleted.items():

@@ -8,15 +8,15 @@ from aiohttp import web
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from .load_history import MAX_BUFFERED_ROWS, LoadHistory
 from .load_reporter import LoadReporter
+from .load_row import HistoryCounters
 
 LOAD_REPORTER_KEY = web.AppKey("load_reporter", LoadReporter)
-LOAD_HISTORY_KEY = web.AppKey("load_history", LoadHistory)
+LOAD_HISTORY_KEY = web.AppKey("load_history", HistoryCounters)
 
 
 class LoadCollector(Collector):
-    def __init__(self, reporter: LoadReporter, history: LoadHistory | None) -> None:
+    def __init__(self, reporter: LoadReporter, history: HistoryCounters | None) -> None:
         self._reporter = reporter
         self._history = history
 
@@ -57,7 +57,7 @@ class LoadCollector(Collector):
         )
         yield CounterMetricFamily(
             "st_broker_load_history_rows_dropped",
-            f"load samples dropped, oldest first, with {MAX_BUFFERED_ROWS} rows waiting",
+            f"load samples dropped, oldest first, with {history.max_rows} rows waiting",
             value=history.rows_dropped,
         )
         yield CounterMetricFamily(

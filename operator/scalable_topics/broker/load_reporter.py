@@ -33,9 +33,8 @@ from ..store.cluster_autoscale import ClusterAutoScale
 from ..store.informers import Informers
 from ..tasks import TaskOwner
 from .load import LoadCounts
-from .load_history import LoadHistory
-from .load_history_files import LoadRow
 from .load_materiality import next_record
+from .load_row import HistorySink, LoadRow
 from .segment import HostedSegment, SegmentKey
 
 log = logging.getLogger(__name__)
@@ -59,7 +58,7 @@ class LoadReporter:
         cluster: ClusterAutoScale,
         segments: Callable[[], Iterable[HostedSegment]],
         broker: str,
-        history: LoadHistory | None,
+        history: HistorySink | None,
         monotonic: Callable[[], float] = time.monotonic,
         now: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
