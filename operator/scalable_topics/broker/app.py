@@ -11,12 +11,13 @@ import signal
 import socket
 import sys
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
 from ..http_access import AUTHENTICATOR_KEY, METRICS_AUTHENTICATED_KEY, authentication
 from ..store import Store, open_store
+from ..store.cluster_autoscale import ClusterAutoScale
 from ..store.informers import Informers
 from ..tasks import cancel_and_wait
 from ..tokens import Authenticator, load_public_key
@@ -28,6 +29,8 @@ from .connection_limits import ConnectionLimits, refused_upgrade
 from .controller_links import ControllerLinks
 from .drain_markers import DrainMarkers
 from .inflight import PublishCounters
+from .load_metrics import LOAD_HISTORY_KEY, LOAD_REPORTER_KEY
+from .load_reporter import LoadReporter
 from .metrics import (
     CONNECTION_LIMITS_KEY,
     NAMESPACE_WATCHES_KEY,
@@ -42,6 +45,9 @@ from .registry import SegmentRegistry
 from .session import Session
 from .topic_admin import INFORMERS_KEY, STORE_KEY, add_topic_routes
 from .topic_watch import TopicWatchHub
+
+if TYPE_CHECKING:
+    from .load_history import LoadHistory
 
 log = logging.getLogger(__name__)
 
@@ -128,10 +134,14 @@ def runner_options(config: BrokerConfig) -> dict[str, Any]:
 
 
 def build_app(
-    config: BrokerConfig, store: Store | None = None, informers: Informers | None = None
+    config: BrokerConfig,
+    store: Store | None = None,
+    informers: Informers | None = None,
+    cluster_autoscale: ClusterAutoScale | None = None,
 ) -> web.Application:
     """The broker application; ``store`` defaults to opening ``config.store_url``, and
-    ``informers`` (running ones, shared with a controller in the same process) to its own."""
+    ``informers`` (running ones, shared with a controller in the same process) to its own,
+    ``cluster_autoscale`` (the process's, read from those informers) to one of its own."""
     app = web.Application(
         middlewares=[authentication, admin_errors, body_timeout(config.body_timeout)]
     )
@@ -171,6 +181,20 @@ def build_app(
         controller_links = ControllerLinks(cached, config)
         await controller_links.start()
         app[CONTROLLER_LINKS_KEY] = controller_links
+        history = _load_history(config, cached)
+        if history is not None:
+            await history.start()
+            app[LOAD_HISTORY_KEY] = history
+        reporter = LoadReporter(
+            backend,
+            cached,
+            cluster_autoscale or ClusterAutoScale(cached.configmaps, config.system_namespace),
+            lambda: registry,
+            config.identity,
+            history,
+        )
+        await reporter.start()
+        app[LOAD_REPORTER_KEY] = reporter
         sessions: set[Session] = app[SESSIONS_KEY]
         install_metrics(app, sessions)
         known = await store_knows_broker(
@@ -205,6 +229,9 @@ def build_app(
             await namespace_watches.stop()
             await controller_links.stop()
             await registration.stop()
+            await reporter.stop()
+            if history is not None:
+                await history.stop()  # writes what is buffered
             await cancel_and_wait(retention)
             await registry.close()
             await markers.stop()
@@ -219,6 +246,21 @@ def build_app(
     add_routes(app)
     add_topic_routes(app)
     return app
+
+
+def _load_history(config: BrokerConfig, informers: Informers) -> LoadHistory | None:
+    if not config.load_history:
+        return None
+    # Imported only here: pyarrow costs every broker that keeps no history some 75 MiB.
+    from .load_history import LoadHistory
+
+    return LoadHistory(
+        config.load_history,
+        config.identity,
+        informers,
+        config.load_history_flush,
+        config.load_history_retention,
+    )
 
 
 def _load(registry: SegmentRegistry) -> tuple[int, float]:

@@ -99,6 +99,20 @@ class BrokerConfig(BaseModel):
     )
     retention_check_interval: float = Field(default=60.0, gt=0)
     load_window_seconds: float = Field(default=60.0, gt=0)
+    load_history: str = Field(
+        default="",
+        description="where every load sample is appended as Parquet: a directory or a URI "
+        "pyarrow's file systems accept (s3://bucket/prefix); empty: no history",
+    )
+    load_history_flush: float = Field(
+        default=60.0, gt=0, description="seconds between two files of buffered samples"
+    )
+    load_history_retention: float = Field(
+        default=7 * 86400.0,
+        gt=0,
+        description="seconds of history kept: older date partitions of this broker's files "
+        "are deleted",
+    )
     system_namespace: str = Field(
         default="scalable-topics", description="namespace of the brokers' heartbeat Leases"
     )

@@ -1,4 +1,5 @@
-"""Per-segment load: message and byte rates in and out over a rolling window.
+"""Per-segment load: message and byte rates in and out over a rolling window, and the
+cumulative counts the load reporter turns into exact averages per report interval.
 
 Counts go into one-second buckets keyed by the injected monotonic clock; a rate is the sum of
 the buckets inside the window divided by the window (or by the time since the meter started,
@@ -50,22 +51,46 @@ class LoadSample:
     byte_rate_out: float
 
 
+@dataclass(frozen=True, slots=True)
+class LoadCounts:
+    """Messages and bytes in and out since the segment was opened on this broker."""
+
+    messages_in: int = 0
+    messages_out: int = 0
+    bytes_in: int = 0
+    bytes_out: int = 0
+
+
 class SegmentLoad:
-    """The four rates the autoscaler reads for one segment."""
+    """The four rates of one segment (stats and metrics), and its cumulative counts."""
 
     def __init__(self, window_seconds: float, monotonic: Callable[[], float]) -> None:
+        self.started = monotonic()  # when the counts started from zero
         self._msgs_in = RollingRate(window_seconds, monotonic)
         self._msgs_out = RollingRate(window_seconds, monotonic)
         self._bytes_in = RollingRate(window_seconds, monotonic)
         self._bytes_out = RollingRate(window_seconds, monotonic)
+        # Plain ints: this is the publish and dispatch path.
+        self._total_msgs_in = self._total_msgs_out = self._total_bytes_in = (
+            self._total_bytes_out
+        ) = 0
 
     def produced(self, messages: int, size: int) -> None:
         self._msgs_in.add(messages)
         self._bytes_in.add(size)
+        self._total_msgs_in += messages
+        self._total_bytes_in += size
 
     def dispatched(self, messages: int, size: int) -> None:
         self._msgs_out.add(messages)
         self._bytes_out.add(size)
+        self._total_msgs_out += messages
+        self._total_bytes_out += size
+
+    def counts(self) -> LoadCounts:
+        return LoadCounts(
+            self._total_msgs_in, self._total_msgs_out, self._total_bytes_in, self._total_bytes_out
+        )
 
     def sample(self) -> LoadSample:
         return LoadSample(

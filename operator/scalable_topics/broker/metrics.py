@@ -20,6 +20,7 @@ from ..store.metrics import register_store_collectors
 from .admin import REGISTRY_KEY
 from .connection_limits import MAX_CONNECTIONS_FLAG, ConnectionLimits
 from .inflight import PublishCounters
+from .load_metrics import LOAD_HISTORY_KEY, LOAD_REPORTER_KEY, LoadCollector
 from .namespace_watch import NamespaceWatchRegistry
 from .registry import SegmentRegistry
 from .topic_admin import INFORMERS_KEY, STORE_KEY
@@ -263,6 +264,8 @@ def install_metrics(app: web.Application, connections: Collection[HoldsOpen]) ->
     metrics.register(ConnectionCollector(app[CONNECTION_LIMITS_KEY], connections))
     if NAMESPACE_WATCHES_KEY in app:
         metrics.register(NamespaceWatchCollector(app[NAMESPACE_WATCHES_KEY]))
+    if LOAD_REPORTER_KEY in app:
+        metrics.register(LoadCollector(app[LOAD_REPORTER_KEY], app.get(LOAD_HISTORY_KEY)))
     register_store_collectors(metrics, app.get(STORE_KEY), app.get(INFORMERS_KEY))
     app[_METRICS_KEY] = metrics
 

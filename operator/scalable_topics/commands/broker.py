@@ -9,6 +9,7 @@ from pathlib import Path
 
 from .broker_limits import add_limit_flags, limit_settings
 from .controller import add_auth_token_flags, add_token_key_flags, auth_token, token_public_key
+from .load_history_flags import add_load_history_flags, load_history_problem
 from .store_flags import add_store_budget_flags
 from .timeout_flags import add_timeout_flags, timeouts
 
@@ -48,6 +49,9 @@ def _run_broker(args: argparse.Namespace) -> int:
             system_namespace=args.system_namespace,
             max_segments=args.max_segments,
             max_open_files=args.max_open_files,
+            load_history=args.load_history,
+            load_history_flush=args.load_history_flush,
+            load_history_retention=args.load_history_retention,
             **timeouts(args),
             **limits,
         )
@@ -55,7 +59,11 @@ def _run_broker(args: argparse.Namespace) -> int:
         print(f"stctl broker: invalid settings: {error}", file=sys.stderr)
         return 2
     # Configuration errors no retry mends: one line and exit 1, before anything starts.
-    problem = data_directory_problem(config.data_dir) or asyncio.run(store_problem(args.store))
+    problem = (
+        load_history_problem(config.load_history, config.identity)
+        or data_directory_problem(config.data_dir)
+        or asyncio.run(store_problem(args.store))
+    )
     if problem is not None:
         print(f"stctl broker: {problem}", file=sys.stderr)
         return 1
@@ -156,6 +164,7 @@ def add_broker(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "new segments are refused (507 BrokerFull) and placed on other brokers",
     )
     add_limit_flags(broker)
+    add_load_history_flags(broker)
     broker.add_argument(
         "--stop-on-stdin-eof",
         action="store_true",

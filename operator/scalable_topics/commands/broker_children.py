@@ -52,6 +52,7 @@ class ChildBroker:
     # BrokerConfig limits set on the command line (broker_limits.py); the rest default.
     limits: Mapping[str, int] = field(default_factory=dict)
     credentials: Sequence[str] = ()  # --auth-token-file FILE --token-public-key FILE...
+    load_history: str = ""  # --load-history; empty: none
 
     def argv(self, port: int) -> list[str]:
         """The command line of a run on ``port`` (the child's own, or the one it reported)."""
@@ -81,6 +82,7 @@ class ChildBroker:
             *timeout_argv(self.timeouts),
             *limit_argv(dict(self.limits)),
             *self.credentials,
+            *(["--load-history", self.load_history] if self.load_history else []),
         ]
 
 

@@ -9,6 +9,7 @@ lives under the data directory, so running it again there resumes the same topic
     DIR/broker-<i>/             each broker's segment logs and cursors
     DIR/broker-<i>.address      the HOST:PORT a child broker listens on
     DIR/logs/                   standalone.log (this process) and broker-<i>.log (children)
+    DIR/load-history/           every broker's load samples, as Parquet (the load job reads it)
     DIR/kubeconfig              points kubectl at the Kubernetes API this process serves
     DIR/kube-api.token          the bearer token that kubeconfig carries (mode 0600)
     DIR/cluster.token, DIR/token.key, DIR/token.pub, DIR/admin.token
@@ -41,6 +42,7 @@ from ..controller.manager import ControllerConfig, ControllerManager
 from ..kubeapi.running import KubeApiSettings, RunningKubeApi, start_kube_api
 from ..listening import bound_address, listening_socket
 from ..store import BudgetSettings, Store, open_store
+from ..store.cluster_autoscale import ClusterAutoScale
 from ..store.informers import Informers
 from ..tasks import cancel_all
 from .broker_children import ChildBroker, SupervisedBroker
@@ -92,6 +94,10 @@ class StandaloneSettings:
     @property
     def log_dir(self) -> Path:
         return self.data_dir / "logs"
+
+    @property
+    def load_history(self) -> Path:
+        return self.data_dir / "load-history"
 
     def broker_port(self, index: int) -> int:
         return self.port + index if self.port else 0
@@ -171,6 +177,7 @@ class StandaloneSystem:
                     timeouts=settings.timeouts,
                     limits=settings.broker_limits,
                     credentials=_child_credentials(settings),
+                    load_history=str(settings.load_history),
                 )
             )
             for index in range(1, settings.brokers)
@@ -211,8 +218,9 @@ class StandaloneSystem:
         # One informer per kind for the whole process: the controller and broker-0 share them.
         informers = self._informers = Informers(store, SYSTEM_NAMESPACE)
         informers.start()
+        cluster_autoscale = ClusterAutoScale(informers.configmaps, SYSTEM_NAMESPACE)
         await self._start_controller(store, informers)
-        await self._start_broker(store, informers)
+        await self._start_broker(store, informers, cluster_autoscale)
         for child in self.children:
             child.start()
         if settings.kube_api_port is not None:
@@ -272,7 +280,9 @@ class StandaloneSystem:
             ControllerManager(store, config, informers=informers).run(), name="controller"
         )
 
-    async def _start_broker(self, store: Store, informers: Informers) -> None:
+    async def _start_broker(
+        self, store: Store, informers: Informers, cluster_autoscale: ClusterAutoScale
+    ) -> None:
         settings = self.settings
         sock = self._listen(settings.host, settings.port)
         self._broker_port = bound_address(sock)[1]
@@ -283,13 +293,16 @@ class StandaloneSystem:
             port=self._broker_port,
             broker_id=settings.broker_id(0),
             system_namespace=SYSTEM_NAMESPACE,
+            load_history=str(settings.load_history),
             auth_token=None if settings.credentials is None else settings.credentials.cluster_token,
             **settings.timeouts,
             **settings.broker_limits,
             **_auth_settings(settings),
         )
         config.data_dir.mkdir(parents=True, exist_ok=True)
-        self._runner = web.AppRunner(build_app(config, store, informers), **runner_options(config))
+        self._runner = web.AppRunner(
+            build_app(config, store, informers, cluster_autoscale), **runner_options(config)
+        )
         await self._runner.setup()
         await web.SockSite(self._runner, sock).start()
 
