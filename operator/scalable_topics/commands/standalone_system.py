@@ -219,7 +219,7 @@ class StandaloneSystem:
         informers = self._informers = Informers(store, SYSTEM_NAMESPACE)
         informers.start()
         cluster_autoscale = ClusterAutoScale(informers.configmaps, SYSTEM_NAMESPACE)
-        await self._start_controller(store, informers)
+        await self._start_controller(store, informers, cluster_autoscale)
         await self._start_broker(store, informers, cluster_autoscale)
         for child in self.children:
             child.start()
@@ -260,7 +260,9 @@ class StandaloneSystem:
             sock,
         )
 
-    async def _start_controller(self, store: Store, informers: Informers) -> None:
+    async def _start_controller(
+        self, store: Store, informers: Informers, cluster_autoscale: ClusterAutoScale
+    ) -> None:
         settings = self.settings
         sock = self._listen("127.0.0.1", self.settings.controller_port)
         port = self.controller_port = bound_address(sock)[1]
@@ -277,7 +279,10 @@ class StandaloneSystem:
             **_auth_settings(settings),
         )
         self._controller = asyncio.get_running_loop().create_task(
-            ControllerManager(store, config, informers=informers).run(), name="controller"
+            ControllerManager(
+                store, config, informers=informers, cluster_autoscale=cluster_autoscale
+            ).run(),
+            name="controller",
         )
 
     async def _start_broker(
