@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
-EXTRAS ?= dev,server,operator
+EXTRAS ?= dev,server,operator,spark
 
 .PHONY: install test lint crds check check-scaling fuzz quickstart bench clean test-kubernetes-store \
 	kind-up image image-spark load deploy e2e kind-down
