@@ -13,10 +13,12 @@ time before it existed; a window the history does not cover has no value.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
+from urllib.parse import urlsplit
 
 from pyspark.errors import AnalysisException
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -78,6 +80,8 @@ def partition_dates(now: datetime, longest: Window) -> list[str]:
 def read_history(spark: SparkSession, location: str, now: datetime, longest: Window) -> DataFrame:
     """The rows that end inside the longest window, reading only its date partitions; an
     empty frame when nothing has been written yet."""
+    if _missing_local_directory(location):
+        return spark.createDataFrame([], HISTORY_SCHEMA)  # without Spark's warning and trace
     try:
         frame = spark.read.schema(HISTORY_SCHEMA).parquet(location)
     except AnalysisException as error:
@@ -88,6 +92,13 @@ def read_history(spark: SparkSession, location: str, now: datetime, longest: Win
     return frame.where(F.col("date").isin(partition_dates(now, longest))).where(
         F.col("end") > F.lit(since)
     )
+
+
+def _missing_local_directory(location: str) -> bool:
+    parts = urlsplit(location)
+    if parts.scheme not in ("", "file"):
+        return False  # an object store: Spark finds out
+    return not os.path.isdir(parts.path if parts.scheme else location)
 
 
 def _seconds(column: str) -> Column:

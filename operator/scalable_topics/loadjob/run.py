@@ -57,6 +57,8 @@ async def run_once(
     thresholds = [TopicThresholds(t.namespace, t.name, t.config.merge_thresholds) for t in topics]
 
     def compute() -> tuple[int, list[SegmentWindows]]:
+        if not topics:
+            return 0, []  # nothing to recommend for: no need to read the history
         history = read_history(spark, settings.history, now, longest(settings.windows))
         found = windowed_rates(spark, history, thresholds, settings.windows, now)
         return found.rows, found.segments
