@@ -44,6 +44,7 @@ bench: install
 	$(BIN)/python benchmarks/bench_kubeapi.py
 	$(BIN)/python benchmarks/bench_kube_path.py
 	$(BIN)/python benchmarks/bench_operator_path.py
+	$(BIN)/python benchmarks/bench_load_job.py
 
 # Splits, merges and SIGKILLs under load; ARGS=--long runs for minutes.
 check-scaling: install

@@ -111,3 +111,21 @@ def test_without_java_there_is_no_load_job_and_it_says_why(
 
 def test_with_pyspark_and_java_nothing_is_missing() -> None:
     assert load_job_problem() is None
+
+
+@pytest.mark.parametrize(
+    ("flags", "problem"),
+    [
+        (["--load-job-interval", "-1"], "--load-job-interval must be a number of seconds >= 0"),
+        (["--load-job-interval", "nan"], "--load-job-interval must be a number of seconds >= 0"),
+        (["--load-job-windows", "5m,300s"], "--load-job-windows: window '300s' is the same"),
+    ],
+)
+def test_standalone_refuses_bad_load_job_flags(
+    flags: list[str], problem: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from scalable_topics.cli import main
+
+    assert main(["standalone", "--data-dir", str(tmp_path), *flags]) == 2
+    assert problem in capsys.readouterr().err
+    assert not (tmp_path / "store.db").exists()  # refused before anything started
