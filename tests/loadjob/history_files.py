@@ -64,7 +64,7 @@ def write_history(location: Path, samples: Iterable[Sample], broker: str = "brok
 
 def write_file(directory: Path, rows: list[Sample], broker: str = "broker-0") -> Path:
     directory.mkdir(parents=True, exist_ok=True)
-    first_ms = int(min(s.start for s in rows).timestamp() * 1000)
+    first_ms = int(min(s.start for s in rows if s.start is not None).timestamp() * 1000)
     path = directory / f"{broker}-{first_ms}-{next(_sequence)}.parquet"
     pq.write_table(table(rows), path)
     return path

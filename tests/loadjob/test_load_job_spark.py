@@ -125,8 +125,13 @@ def test_rows_of_other_topics_and_invalid_rates_are_left_out(
             Sample("t", 0, at(-20), at(0), msg_rate_in=float("nan")),
             Sample("t", 0, at(-20), at(0), msg_rate_in=-1.0),
             Sample("gone", 0, at(-20), at(0), msg_rate_in=7.0),
+            Sample("t", None, at(-20), at(0), msg_rate_in=8.0),  # type: ignore[arg-type]
             Sample("t", 0, at(-20), at(0), msg_rate_in=9.0, namespace="other"),
         ],
+    )
+    write_file(
+        tmp_path / f"date={T0.date().isoformat()}",
+        [Sample("t", 0, at(-20), None, msg_rate_in=8.0)],  # type: ignore[arg-type]
     )
     got = rates_of(spark, tmp_path, ["t"])
     assert set(got) == {("t", 0)}

@@ -111,7 +111,8 @@ def _valid_rates() -> Column:
     condition = checks[0]
     for check in checks[1:]:
         condition = condition & check
-    return condition & F.col("start").isNotNull() & F.col("end").isNotNull()
+    present = [F.col(name).isNotNull() for name in ("segment_id", "start", "end")]
+    return condition & present[0] & present[1] & present[2]
 
 
 def _overlap(now_s: float, window: Window) -> Column:
