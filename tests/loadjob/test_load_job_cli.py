@@ -3,6 +3,8 @@ before any Spark starts."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from scalable_topics.loadjob.cli import main, parser
@@ -41,3 +43,13 @@ def test_defaults() -> None:
     assert args.system_namespace == "scalable-topics"
     custom = parser().parse_args(["--store", "s", "--history", "h", "--windows", "20s,40s"])
     assert custom.windows == parse_windows("20s,40s")
+
+
+def test_a_store_that_cannot_be_opened_is_one_line_and_status_1(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store = f"embedded://{tmp_path / 'missing' / 'store.db'}"
+    assert main(["--store", store, "--history", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert f"directory {tmp_path / 'missing'} does not exist" in err

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from datetime import timedelta
 
 from ..store import default_budget, open_store
+from ..store.preflight import StoreUnusable, check_store
 from ..tasks import cancel_and_wait
 from .windows import DEFAULT_WINDOWS, parse_windows
 
@@ -101,6 +102,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     return asyncio.run(_main(args))
 
 
+async def _store_problem(url: str) -> str | None:
+    """What makes the store unusable however often a run retried (a missing directory, an
+    unreadable kubeconfig), or None."""
+    try:
+        await check_store(url)
+    except StoreUnusable as error:
+        return str(error)
+    return None
+
+
 async def _main(args: argparse.Namespace) -> int:
     from .run import RunSettings, run_every, run_once
     from .session import spark_session
@@ -112,8 +123,16 @@ async def _main(args: argparse.Namespace) -> int:
         ttl=timedelta(seconds=ttl),
         system_namespace=args.system_namespace,
     )
-    spark = await asyncio.to_thread(spark_session, args.master)
+    problem = await _store_problem(args.store)
+    if problem is not None:
+        print(f"load job: {problem}", file=sys.stderr)
+        return 1
     store = open_store(args.store)
+    try:
+        spark = await asyncio.to_thread(spark_session, args.master)
+    except BaseException:
+        await store.close()
+        raise
     loop = asyncio.get_running_loop()
     work = loop.create_task(
         run_every(store, spark, settings, args.every)
