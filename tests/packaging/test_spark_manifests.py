@@ -4,7 +4,9 @@ takes, and its service accounts may do what the job needs and no more."""
 
 from __future__ import annotations
 
+import os
 import re
+from pathlib import Path
 from typing import Any
 
 import kubernetes_validate
@@ -160,3 +162,28 @@ def test_every_rule_names_the_code_that_needs_it() -> None:
     for index in range(len(blocks)):
         comment = above[index].rsplit("rules:", 1)[-1]
         assert "loadjob/" in comment or "Spark's driver" in comment, blocks[index][:60]
+
+
+def test_an_overlay_names_the_spark_image_as_it_names_any_other(tmp_path: Path) -> None:
+    assert _application()["spec"]["template"]["image"] == "scalable-topics-spark:dev"
+    (tmp_path / "kustomization.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "kustomize.config.k8s.io/v1beta1",
+                "kind": "Kustomization",
+                "resources": [os.path.relpath(MANIFESTS / "spark", tmp_path)],
+                "images": [
+                    {
+                        "name": "scalable-topics-spark",
+                        "newName": "registry.example.com/scalable-topics-spark",
+                        "newTag": "0.1.0",
+                    }
+                ],
+            }
+        )
+    )
+    done = kustomize(tmp_path)
+    assert done.returncode == 0, done.stderr
+    objects = [obj for obj in yaml.safe_load_all(done.stdout) if obj]
+    app = find(objects, "ScheduledSparkApplication", JOB)["spec"]["template"]
+    assert app["image"] == "registry.example.com/scalable-topics-spark:0.1.0"
