@@ -13,6 +13,7 @@ from pyspark.sql import SparkSession
 from topic_snapshots import T0
 
 from scalable_topics.loadjob.run import RunSettings, run_once
+from scalable_topics.loadjob.topics import SettingsInvalid
 from scalable_topics.loadjob.windows import parse_windows
 from scalable_topics.model.autoscale_config import CLUSTER_CONFIGMAP, CLUSTER_CONFIGMAP_KEY
 from scalable_topics.model.layout import SegmentLayout
@@ -136,6 +137,8 @@ async def test_invalid_cluster_settings_fail_the_run_naming_the_problem(
     await set_cluster_settings(store, "splitThresholds: {msgRateIn: -5}")
     await create_topic(store, "t", 1)
     settings = RunSettings(str(tmp_path), parse_windows("20s"), TTL, SYSTEM)
-    with pytest.raises(ValueError, match="ConfigMap scalable-topics/scalable-topics-autoscale"):
+    with pytest.raises(
+        SettingsInvalid, match="ConfigMap scalable-topics/scalable-topics-autoscale"
+    ):
         await run_once(store, spark, settings, now=T0)
     assert await recommendation(store, "t") is None

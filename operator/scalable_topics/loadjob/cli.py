@@ -115,6 +115,7 @@ async def _store_problem(url: str) -> str | None:
 async def _main(args: argparse.Namespace) -> int:
     from .run import RunSettings, run_every, run_once
     from .session import spark_session
+    from .topics import SettingsInvalid
 
     ttl = args.ttl or (TTL_RUNS * args.every if args.every else ONE_SHOT_TTL)
     settings = RunSettings(
@@ -150,6 +151,9 @@ async def _main(args: argparse.Namespace) -> int:
         if report is not None:
             log.info("%s", report.line())
         return 0
+    except SettingsInvalid as error:
+        log.error("load job run: no recommendations: %s", error)
+        return 1
     except Exception:
         log.exception("load job run failed")
         return 1

@@ -18,7 +18,7 @@ from .evaluate import evaluate_topic
 from .history import TopicThresholds, read_history, windowed_rates
 from .policy_input import SegmentWindows
 from .recommendations import needs_write, status_patch
-from .topics import read_cluster_config, read_topics
+from .topics import SettingsInvalid, read_cluster_config, read_topics
 from .windows import Window, longest
 
 log = logging.getLogger(__name__)
@@ -96,6 +96,8 @@ async def run_every(store: Store, spark: SparkSession, settings: RunSettings, ev
         started = time.monotonic()
         try:
             log.info("%s", (await run_once(store, spark, settings)).line())
+        except SettingsInvalid as error:
+            log.error("load job run: no recommendations: %s", error)
         except Exception:
             log.exception("load job run failed; the next one is in %g s", every)
         await asyncio.sleep(max(0.0, every - (time.monotonic() - started)))

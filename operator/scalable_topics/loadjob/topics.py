@@ -33,6 +33,11 @@ log = logging.getLogger(__name__)
 _ASSIGNED = (SubscriptionType.STREAM, SubscriptionType.CHECKPOINT)
 
 
+class SettingsInvalid(ValueError):
+    """The cluster's autoscale ConfigMap is unusable: a run recommends nothing until it is
+    fixed (the controller keeps its last valid settings and evaluates on its own)."""
+
+
 @dataclass(frozen=True)
 class TopicSnapshot:
     """One topic as the run read it: its layout, policy, consumers and autoscale status."""
@@ -61,11 +66,11 @@ async def read_cluster_config(store: Store, system_namespace: str) -> AutoScaleC
     text = (obj.get("data") or {}).get(CLUSTER_CONFIGMAP_KEY)
     where = f"ConfigMap {system_namespace}/{CLUSTER_CONFIGMAP}"
     if not isinstance(text, str):
-        raise ValueError(f"{where} has no key {CLUSTER_CONFIGMAP_KEY}")
+        raise SettingsInvalid(f"{where} has no key {CLUSTER_CONFIGMAP_KEY}")
     try:
         return parse_cluster_config(text)
     except ValueError as error:
-        raise ValueError(f"{where}: {error}") from None
+        raise SettingsInvalid(f"{where}: {error}") from None
 
 
 def snapshot(obj: Mapping[str, Any], cluster: AutoScaleConfig) -> TopicSnapshot | None:
