@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
-EXTRAS ?= dev,server,operator
+EXTRAS ?= dev,server,operator,spark
 
 .PHONY: install test lint crds check check-scaling fuzz quickstart bench clean test-kubernetes-store \
 	kind-up image image-spark load deploy e2e kind-down
@@ -45,6 +45,7 @@ bench: install
 	$(BIN)/python benchmarks/bench_kube_path.py
 	$(BIN)/python benchmarks/bench_operator_path.py
 	$(BIN)/python benchmarks/bench_load_reporter.py
+	$(BIN)/python benchmarks/bench_load_job.py
 
 # Splits, merges and SIGKILLs under load; ARGS=--long runs for minutes.
 check-scaling: install

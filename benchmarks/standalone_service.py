@@ -23,6 +23,8 @@ async def start_standalone(root: Path) -> tuple[subprocess.Popen[bytes], Path]:
                 *(sys.executable, "-m", "scalable_topics.cli", "standalone"),
                 *("--data-dir", str(data), "--port", "0", "--controller-port", "0"),
                 "--no-kube-api",
+                # No Spark load job: it would share the cores with what is measured.
+                *("--load-job-interval", "0"),
             ],
             stdout=log,
             stderr=subprocess.STDOUT,

@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import dataclasses
 import logging
+import math
 import signal
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -39,6 +40,7 @@ def _hint(client_config: Path) -> str:
 def _run_standalone(args: argparse.Namespace) -> int:
     from ..broker.storage.durable_fs import DirectoryLock
     from ..broker.storage.errors import StorageLocked
+    from ..loadjob.windows import parse_windows
     from .broker_limits import limit_settings
     from .output import fail
     from .server_checks import data_directory_problem
@@ -46,6 +48,16 @@ def _run_standalone(args: argparse.Namespace) -> int:
     from .standalone_system import StandaloneSettings
     from .store_flags import store_budget
 
+    if not (args.load_job_interval >= 0 and math.isfinite(args.load_job_interval)):
+        return fail(
+            COMMAND,
+            f"--load-job-interval must be a number of seconds >= 0, not {args.load_job_interval}",
+            2,
+        )
+    try:
+        parse_windows(args.load_job_windows)
+    except ValueError as error:
+        return fail(COMMAND, f"--load-job-windows: {error}", 2)
     if args.brokers < 1:
         return fail(COMMAND, f"--brokers must be at least 1, not {args.brokers}", exit_code=2)
     last_port = args.port + args.brokers - 1 if args.port else 0
@@ -87,6 +99,8 @@ def _run_standalone(args: argparse.Namespace) -> int:
         timeouts=timeouts(args),
         broker_limits=broker_limits,
         authenticate_metrics=args.authenticate_metrics,
+        load_job_interval=args.load_job_interval,
+        load_job_windows=args.load_job_windows,
     )
     problem = data_directory_problem(settings.data_dir) or data_directory_problem(settings.log_dir)
     if problem is not None:
@@ -147,6 +161,12 @@ def _serve(settings: StandaloneSettings) -> int:
                 print(
                     f"  Kubernetes API on {system.kube_api_url}: "
                     f"KUBECONFIG={settings.kubeconfig} kubectl get scalabletopics",
+                    flush=True,
+                )
+            if system.load_job_problem is not None:
+                print(
+                    f"  no load job: {system.load_job_problem}; autoscale runs on the "
+                    "controller's own evaluation",
                     flush=True,
                 )
             print(_hint(system.client_config), flush=True)
@@ -213,6 +233,20 @@ def add_standalone(commands: argparse._SubParsersAction[argparse.ArgumentParser]
         action="store_true",
         help="/metrics of every broker and the controller requires DIR/cluster.token or a "
         "token that may read every namespace",
+    )
+    standalone.add_argument(
+        "--load-job-interval",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="run the load job (local Spark: autoscale recommendations from the load history) "
+        "every SECONDS (default 60; 0: do not run it)",
+    )
+    standalone.add_argument(
+        "--load-job-windows",
+        default="2m,5m,10m,20m",
+        metavar="LIST",
+        help="the load job's rate windows (default 2m,5m,10m,20m; e.g. 20s,40s,80s,160s)",
     )
     add_store_budget_flags(standalone)
     add_timeout_flags(standalone)

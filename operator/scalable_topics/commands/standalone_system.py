@@ -8,8 +8,9 @@ lives under the data directory, so running it again there resumes the same topic
     DIR/store.db                the embedded store
     DIR/broker-<i>/             each broker's segment logs and cursors
     DIR/broker-<i>.address      the HOST:PORT a child broker listens on
-    DIR/logs/                   standalone.log (this process) and broker-<i>.log (children)
-    DIR/load-history/           every broker's load samples, as Parquet (the load job reads it)
+    DIR/load-history/           the brokers' load history (Parquet), read by the load job
+    DIR/logs/                   standalone.log (this process, with the load job's output) and
+                                broker-<i>.log (children)
     DIR/kubeconfig              points kubectl at the Kubernetes API this process serves
     DIR/kube-api.token          the bearer token that kubeconfig carries (mode 0600)
     DIR/cluster.token, DIR/token.key, DIR/token.pub, DIR/admin.token
@@ -46,6 +47,7 @@ from ..store.cluster_autoscale import ClusterAutoScale
 from ..store.informers import Informers
 from ..tasks import cancel_all
 from .broker_children import ChildBroker, SupervisedBroker
+from .load_job_child import LoadJobChild, SupervisedLoadJob, load_job_problem
 from .standalone_credentials import StandaloneCredentials
 
 log = logging.getLogger(__name__)
@@ -78,6 +80,9 @@ class StandaloneSettings:
     # What every broker and the controller require; None: anyone may do anything.
     credentials: StandaloneCredentials | None = None
     authenticate_metrics: bool = False
+    # The load job child (load_job_child.py): seconds between runs (0: none) and its windows.
+    load_job_interval: float = 60.0
+    load_job_windows: str = "2m,5m,10m,20m"
 
     @property
     def kubeconfig(self) -> Path:
@@ -190,6 +195,9 @@ class StandaloneSystem:
         self.controller_port = settings.controller_port  # known once bound
         self._sockets: list[socket.socket] = []  # closed by the servers, or at the end of stop()
         self._kube_api: RunningKubeApi | None = None
+        self.load_job: SupervisedLoadJob | None = None
+        # Why there is no load job although one was asked for (said once, at start).
+        self.load_job_problem: str | None = None
 
     @property
     def kube_api_url(self) -> str | None:
@@ -227,6 +235,29 @@ class StandaloneSystem:
             await self._start_kube_api(settings.kube_api_port)
         await self._wait_until_healthy()
         self._write_client_config()
+        self._start_load_job()
+
+    def _start_load_job(self) -> None:
+        settings = self.settings
+        if settings.load_job_interval <= 0:
+            return
+        self.load_job_problem = load_job_problem()
+        if self.load_job_problem is not None:
+            log.warning(
+                "no load job: %s; the controller's own evaluation keeps autoscale working",
+                self.load_job_problem,
+            )
+            return
+        self.load_job = SupervisedLoadJob(
+            LoadJobChild(
+                store_url=settings.store_url,
+                history=settings.load_history,
+                every=settings.load_job_interval,
+                windows=settings.load_job_windows,
+                system_namespace=SYSTEM_NAMESPACE,
+            )
+        )
+        self.load_job.start()
 
     @property
     def client_config(self) -> Path:
@@ -364,6 +395,8 @@ class StandaloneSystem:
         the store last, since all of them write to it."""
         if self._kube_api is not None:
             await self._kube_api.stop()
+        if self.load_job is not None:
+            await self.load_job.stop()
         await asyncio.gather(*(child.stop() for child in self.children))
         if self._controller is not None:
             await cancel_all([self._controller], log, "the controller")

@@ -1,0 +1,55 @@
+"""One topic's recommendation from its segments' windowed rates (pure: no Spark here)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime, timedelta
+
+from ..model.autoscale_policy import AutoScaleDecision, AutoScaleInputs, decide
+from ..model.resources import AutoScaleRecommendation
+from .policy_input import SegmentWindows, WindowedLoad, windowed_load
+from .recommendations import recommendation
+from .topics import TopicSnapshot
+from .windows import Window
+
+
+def topic_loads(
+    topic: TopicSnapshot, segments: Mapping[int, SegmentWindows], windows: tuple[Window, ...]
+) -> dict[int, WindowedLoad]:
+    """The policy input of each active segment the history covers; rows of sealed or unknown
+    segments are ignored."""
+    loads: dict[int, WindowedLoad] = {}
+    for info in topic.layout.active:
+        found = segments.get(info.segment_id)
+        load = None if found is None else windowed_load(topic.config, windows, found)
+        if load is not None:
+            loads[info.segment_id] = load
+    return loads
+
+
+def topic_decision(
+    topic: TopicSnapshot, loads: Mapping[int, WindowedLoad], now: datetime
+) -> AutoScaleDecision:
+    return decide(
+        topic.config,
+        AutoScaleInputs(
+            layout=topic.layout,
+            loads={segment_id: load.load for segment_id, load in loads.items()},
+            consumers=topic.consumers,
+            last_split=topic.last_split,
+            last_merge=topic.last_merge,
+            now=now,
+        ),
+    )
+
+
+def evaluate_topic(
+    topic: TopicSnapshot,
+    segments: Mapping[int, SegmentWindows],
+    windows: tuple[Window, ...],
+    now: datetime,
+    ttl: timedelta,
+) -> AutoScaleRecommendation:
+    loads = topic_loads(topic, segments, windows)
+    decision = topic_decision(topic, loads, now)
+    return recommendation(decision, loads, windows, topic.layout.epoch, now, ttl)
