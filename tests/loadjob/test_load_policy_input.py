@@ -125,8 +125,23 @@ def test_a_pair_cold_in_every_window_for_the_merge_window_merges() -> None:
 def test_sealed_segments_rows_are_ignored() -> None:
     t = topic("t", segments=1)
     t = topic("t", layout=t.layout.split(0, T0))  # 0 sealed; 1 and 2 active
-    rec = evaluate_topic(t, {0: segment({"20s": rates(10_000)})}, W, T0, TTL)
-    assert rec.decision is AutoScaleDecisionKind.NO_ACTION
+    quiet = {i: segment({"20s": rates(5)}, i) for i in (1, 2)}
+    rec = evaluate_topic(t, {0: segment({"20s": rates(10_000)}), **quiet}, W, T0, TTL)
+    assert rec is not None and rec.decision is AutoScaleDecisionKind.NO_ACTION
+
+
+def test_no_action_needs_history_of_every_active_segment_a_split_or_merge_does_not() -> None:
+    """A segment without rows (made since the brokers last wrote the history) is unknown:
+    "no action" would hold back the controller's own reading of its load record."""
+    t = topic("t", segments=3)
+    quiet = {i: segment({"20s": rates(5)}, i) for i in (0, 1)}
+    assert evaluate_topic(t, quiet, W, T0, TTL) is None
+    quiet[2] = segment({"20s": rates(5)}, 2)
+    found = evaluate_topic(t, quiet, W, T0, TTL)
+    assert found is not None and found.decision is AutoScaleDecisionKind.NO_ACTION
+    hot = {0: segment({"20s": rates(300)})}
+    found = evaluate_topic(t, hot, W, T0, TTL)
+    assert found is not None and found.decision is AutoScaleDecisionKind.SPLIT
 
 
 def test_consumers_split_without_a_window() -> None:
@@ -152,7 +167,8 @@ def test_a_run_rewrites_only_a_changed_or_half_expired_recommendation() -> None:
 
 
 def test_the_patch_sets_every_field_and_clears_what_no_action_lacks() -> None:
-    rec = evaluate_topic(topic("t"), {}, W, T0, TTL)
+    rec = evaluate_topic(topic("t"), {0: segment({"20s": rates(5)})}, W, T0, TTL)
+    assert rec is not None
     assert status_patch(rec) == {
         "status": {
             "autoScale": {

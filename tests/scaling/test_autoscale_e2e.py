@@ -10,6 +10,7 @@ import asyncio
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +63,12 @@ AUTO_SCALE = {
     },
 }
 SCALE_SECONDS = 120.0  # bounds a run that does not scale only
+# The load job runs every 2 s, over windows short enough to see this test's load, on a history
+# the brokers write every second.
+LOAD_JOB_FLAGS = (
+    *("--load-job-interval", "2", "--load-job-windows", "2s,4s,8s,16s"),
+    *("--load-history-flush", "1"),
+)
 
 
 @asynccontextmanager
@@ -99,7 +106,7 @@ async def auto_events(store: EmbeddedStore) -> list[dict[str, Any]]:
 async def test_load_splits_a_topic_and_its_end_merges_it_with_nothing_lost_or_reordered(
     tmp_path: Path, load_job: str
 ) -> None:
-    flags = ("--load-job-interval", "0" if load_job == "off" else "5")
+    flags = ("--load-job-interval", "0") if load_job == "off" else LOAD_JOB_FLAGS
     async with system(tmp_path, *flags) as (url, token, store):
         async with Admin(url, token) as admin:
             await admin.create_topic(
@@ -108,6 +115,10 @@ async def test_load_splits_a_topic_and_its_end_merges_it_with_nothing_lost_or_re
                 auto_scale=AUTO_SCALE,
             )
         await eventually(lambda: _ready(store), "the topic Ready", timeout=30)
+        if load_job == "on":  # its Spark session is up and it reads the topic
+            await eventually(
+                lambda: _recommended_since(store, None), "a first recommendation", timeout=120
+            )
         ledger = Ledger()
         clients = [Client(url, auth_token=token, client_name=f"auto-{n}") for n in range(3)]
         producing, consuming = asyncio.Event(), asyncio.Event()
@@ -130,6 +141,11 @@ async def test_load_splits_a_topic_and_its_end_merges_it_with_nothing_lost_or_re
             stopped = time.monotonic()
             await eventually(lambda: _exactly(store, 1), "merged back", timeout=SCALE_SECONDS)
             merged = time.monotonic() - stopped
+            if load_job == "on":  # it ran all along, and after the merges too
+                at = datetime.now(UTC)
+                await eventually(
+                    lambda: _recommended_since(store, at), "a later recommendation", timeout=60
+                )
             await _caught_up(ledger, consumers)
         finally:
             producing.set()
@@ -157,9 +173,17 @@ async def test_load_splits_a_topic_and_its_end_merges_it_with_nothing_lost_or_re
     auto_scale = topic.status.auto_scale
     assert auto_scale is not None and auto_scale.last_split_time is not None
     assert auto_scale.last_merge_time is not None
-    if load_job == "on":
-        assert auto_scale.recommendation is not None
-        assert auto_scale.recommendation.source == "spark"
+
+
+async def _recommended_since(store: EmbeddedStore, since: datetime | None) -> bool:
+    """The load job wrote a recommendation for the topic (after ``since``)."""
+    auto_scale = (await read_topic(store)).status.auto_scale
+    recommendation = None if auto_scale is None else auto_scale.recommendation
+    return (
+        recommendation is not None
+        and recommendation.source == "spark"
+        and (since is None or recommendation.computed_at > since)
+    )
 
 
 async def _ready(store: EmbeddedStore) -> bool:

@@ -53,6 +53,7 @@ class ChildBroker:
     limits: Mapping[str, int] = field(default_factory=dict)
     credentials: Sequence[str] = ()  # --auth-token-file FILE --token-public-key FILE...
     load_history: str = ""  # --load-history; empty: none
+    load_history_flush: float = 60.0  # --load-history-flush
 
     def argv(self, port: int) -> list[str]:
         """The command line of a run on ``port`` (the child's own, or the one it reported)."""
@@ -82,8 +83,14 @@ class ChildBroker:
             *timeout_argv(self.timeouts),
             *limit_argv(dict(self.limits)),
             *self.credentials,
-            *(["--load-history", self.load_history] if self.load_history else []),
+            *self._history_flags(),
         ]
+
+    def _history_flags(self) -> list[str]:
+        if not self.load_history:
+            return []
+        flush = str(self.load_history_flush)
+        return ["--load-history", self.load_history, "--load-history-flush", flush]
 
 
 class SupervisedBroker:

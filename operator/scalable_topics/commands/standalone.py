@@ -54,6 +54,12 @@ def _run_standalone(args: argparse.Namespace) -> int:
             f"--load-job-interval must be a number of seconds >= 0, not {args.load_job_interval}",
             2,
         )
+    if not (args.load_history_flush > 0 and math.isfinite(args.load_history_flush)):
+        return fail(
+            COMMAND,
+            f"--load-history-flush must be a number of seconds > 0, not {args.load_history_flush}",
+            2,
+        )
     try:
         parse_windows(args.load_job_windows)
     except ValueError as error:
@@ -101,6 +107,7 @@ def _run_standalone(args: argparse.Namespace) -> int:
         authenticate_metrics=args.authenticate_metrics,
         load_job_interval=args.load_job_interval,
         load_job_windows=args.load_job_windows,
+        load_history_flush=args.load_history_flush,
     )
     problem = data_directory_problem(settings.data_dir) or data_directory_problem(settings.log_dir)
     if problem is not None:
@@ -247,6 +254,15 @@ def add_standalone(commands: argparse._SubParsersAction[argparse.ArgumentParser]
         default="2m,5m,10m,20m",
         metavar="LIST",
         help="the load job's rate windows (default 2m,5m,10m,20m; e.g. 20s,40s,80s,160s)",
+    )
+    standalone.add_argument(
+        "--load-history-flush",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="every broker writes its buffered load samples to DIR/load-history every SECONDS "
+        "(default 60): the load job sees a sample this much later at most, so keep it well "
+        "under the shortest window",
     )
     add_store_budget_flags(standalone)
     add_timeout_flags(standalone)

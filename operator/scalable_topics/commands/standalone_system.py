@@ -83,6 +83,8 @@ class StandaloneSettings:
     # The load job child (load_job_child.py): seconds between runs (0: none) and its windows.
     load_job_interval: float = 60.0
     load_job_windows: str = "2m,5m,10m,20m"
+    # Every broker's --load-history-flush: how stale the load job's view is at most.
+    load_history_flush: float = 60.0
 
     @property
     def kubeconfig(self) -> Path:
@@ -183,6 +185,7 @@ class StandaloneSystem:
                     limits=settings.broker_limits,
                     credentials=_child_credentials(settings),
                     load_history=str(settings.load_history),
+                    load_history_flush=settings.load_history_flush,
                 )
             )
             for index in range(1, settings.brokers)
@@ -330,6 +333,7 @@ class StandaloneSystem:
             broker_id=settings.broker_id(0),
             system_namespace=SYSTEM_NAMESPACE,
             load_history=str(settings.load_history),
+            load_history_flush=settings.load_history_flush,
             auth_token=None if settings.credentials is None else settings.credentials.cluster_token,
             **settings.timeouts,
             **settings.broker_limits,

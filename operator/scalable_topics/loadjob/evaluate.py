@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import datetime, timedelta
 
-from ..model.autoscale_policy import AutoScaleDecision, AutoScaleInputs, decide
+from ..model.autoscale_policy import AutoScaleDecision, AutoScaleInputs, NoAction, decide
 from ..model.resources import AutoScaleRecommendation
 from .policy_input import SegmentWindows, WindowedLoad, windowed_load
 from .recommendations import recommendation
@@ -49,7 +49,14 @@ def evaluate_topic(
     windows: tuple[Window, ...],
     now: datetime,
     ttl: timedelta,
-) -> AutoScaleRecommendation:
+) -> AutoScaleRecommendation | None:
+    """The topic's recommendation, or None when the history cannot support one: "no action"
+    while an active segment has no rows in the longest window (a segment made since the
+    brokers last wrote their history) says nothing of that segment, and a fresh recommendation
+    is what the controller goes by, so it would hold back the controller's own evaluation of
+    the segment's load record. A split or merge found on the rest still stands."""
     loads = topic_loads(topic, segments, windows)
     decision = topic_decision(topic, loads, now)
+    if isinstance(decision, NoAction) and len(loads) < len(topic.layout.active):
+        return None
     return recommendation(decision, loads, windows, topic.layout.epoch, now, ttl)

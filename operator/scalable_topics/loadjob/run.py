@@ -37,13 +37,15 @@ class RunReport:
     rows: int  # history rows inside the longest window
     segments: int  # segments with rows there
     topics: int  # topics evaluated (autoscale on, laid out)
+    unseen: int  # of which no recommendation: an active segment has no history yet
     written: int  # recommendations written
     seconds: float
     spark_seconds: float  # of which reading the history and computing the windows
 
     def line(self) -> str:
         return (
-            f"load job run: {self.rows} rows, {self.segments} segments, {self.topics} topics, "
+            f"load job run: {self.rows} rows, {self.segments} segments, {self.topics} topics "
+            f"({self.unseen} without history for every active segment), "
             f"{self.written} recommendations written, {self.seconds:.1f} s "
             f"(Spark {self.spark_seconds:.1f} s)"
         )
@@ -72,9 +74,12 @@ async def run_once(
     by_topic: defaultdict[tuple[str, str], dict[int, SegmentWindows]] = defaultdict(dict)
     for segment in segments:
         by_topic[segment.namespace, segment.topic][segment.segment_id] = segment
-    written = 0
+    written = unseen = 0
     for topic in topics:
         rec = evaluate_topic(topic, by_topic[topic.key], settings.windows, now, settings.ttl)
+        if rec is None:
+            unseen += 1
+            continue
         if not needs_write(topic.recommendation, rec, now):
             continue
         try:
@@ -85,7 +90,13 @@ async def run_once(
             continue  # deleted since it was read
         written += 1
     return RunReport(
-        rows, len(segments), len(topics), written, time.monotonic() - started, spark_seconds
+        rows,
+        len(segments),
+        len(topics),
+        unseen,
+        written,
+        time.monotonic() - started,
+        spark_seconds,
     )
 
 
