@@ -341,3 +341,21 @@ async def test_a_missing_topic_and_a_malformed_name_are_refused(tmp_path: Path) 
         assert (code, err) == (1, "stctl topics load: topic default/nope not found\n")
         code, _, err = await stctl(url, "a/b/c")
         assert code == 2 and "NAME or NAMESPACE/NAME" in err
+
+
+async def test_a_history_that_cannot_be_read_is_named_and_the_rest_is_answered(
+    tmp_path: Path,
+) -> None:
+    history = tmp_path / "load-history"
+    async with broker(tmp_path, history) as url:
+        write_history(history)
+        today = datetime.now(UTC).date().isoformat()
+        (history / f"date={today}" / "b-9-1-1.parquet").write_bytes(b"not parquet")
+        status, report = await get_load(url, "default/orders")
+        code, out, _ = await stctl(url, "orders")
+    assert status == 200, report
+    assert report["history"]["kept"] is True
+    assert "the load history could not be read" in report["history"]["problem"]
+    assert all(segment["windowRates"] == {} for segment in report["segments"])
+    assert report["recommendation"]["decision"] == "Split"  # the rest of the report stands
+    assert code == 0 and "Window rates: none (the load history could not be read: " in out
