@@ -27,8 +27,8 @@ import pyarrow.parquet as pq
 
 from scalable_topics.loadjob.run import RunSettings, run_once
 from scalable_topics.loadjob.session import spark_session
-from scalable_topics.loadjob.windows import DEFAULT_WINDOWS
 from scalable_topics.model.layout import SegmentLayout
+from scalable_topics.model.rate_windows import DEFAULT_WINDOWS
 from scalable_topics.model.resources import ScalableTopic
 from scalable_topics.store import EmbeddedStore
 

@@ -42,6 +42,7 @@ CLIENT_COMMANDS = [
     ("topics", "split", "orders", "0"),
     ("topics", "merge", "orders", "0", "1"),
     ("topics", "stats", "orders"),
+    ("topics", "load", "orders"),
     ("subscriptions", "create", "orders", "billing"),
     ("subscriptions", "delete", "orders", "billing"),
     ("subscriptions", "list", "orders"),

@@ -15,6 +15,7 @@ COMMANDS = [
     ("topics", "list"),
     ("topics", "describe", "orders"),
     ("topics", "stats", "orders"),
+    ("topics", "load", "orders"),
     ("subscriptions", "list", "orders"),
     ("produce", "orders", "-m", "hello"),
     ("consume", "orders", "-s", "billing"),

@@ -19,6 +19,7 @@ TOPIC_COMMANDS = [
     ("topics", "split", "{topic}", "0"),
     ("topics", "merge", "{topic}", "0", "1"),
     ("topics", "stats"),
+    ("topics", "load"),
     ("subscriptions", "create", "{topic}", "billing"),
     ("subscriptions", "delete", "{topic}", "billing"),
     ("subscriptions", "list"),

@@ -81,6 +81,7 @@ TOPIC_API = (
     "list",
     "describe",
     "stats",
+    "load",
     "list subscriptions",
     "create subscription",
     "delete subscription",
@@ -90,7 +91,7 @@ TOPIC_API = (
 )
 
 # What each principal may do, per namespace: the specification of docs/authorization.md.
-READS = {"watch", "watch namespace", "list", "describe", "stats", "list subscriptions"}
+READS = {"watch", "watch namespace", "list", "describe", "stats", "load", "list subscriptions"}
 PRODUCES = {"produce", "exclusive producer"}
 CONSUMES = {"subscribe", "register consumer"}
 EVERYTHING = set(WIRE) | set(TOPIC_API)
@@ -284,6 +285,8 @@ def topic_request(kind: str, namespace: str, who: str) -> tuple[str, str, Any, i
             return "GET", one, None, 200
         case "stats":
             return "GET", one + "/stats", None, 200
+        case "load":
+            return "GET", one + "/load", None, 200
         case "list subscriptions":
             return "GET", one + "/subscriptions", None, 200
         case "create subscription":

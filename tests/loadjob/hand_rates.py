@@ -10,8 +10,8 @@ from datetime import datetime, timedelta
 from history_files import Sample
 
 from scalable_topics.loadjob.policy_input import SegmentWindows
-from scalable_topics.loadjob.windows import Window
 from scalable_topics.model.autoscale_config import RATE_NAMES, Rates
+from scalable_topics.model.rate_windows import Window
 
 FIELDS = [field for field, _ in RATE_NAMES]
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from scalable_topics.loadjob.cli import main, parser
-from scalable_topics.loadjob.windows import DEFAULT_WINDOWS, parse_windows
+from scalable_topics.model.rate_windows import DEFAULT_WINDOWS, parse_windows
 
 
 @pytest.mark.parametrize(

@@ -18,8 +18,8 @@ from topic_snapshots import SMALL, T0, topic
 from scalable_topics.loadjob.evaluate import evaluate_topic
 from scalable_topics.loadjob.history import TopicThresholds, read_history, windowed_rates
 from scalable_topics.loadjob.policy_input import SegmentWindows
-from scalable_topics.loadjob.windows import Window, longest, parse_windows
 from scalable_topics.model.autoscale_config import Rates
+from scalable_topics.model.rate_windows import Window, longest, parse_windows
 
 W = parse_windows("20s,40s,80s,160s")
 TTL = timedelta(minutes=5)

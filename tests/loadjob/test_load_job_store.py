@@ -14,9 +14,9 @@ from topic_snapshots import T0
 
 from scalable_topics.loadjob.run import RunSettings, run_once
 from scalable_topics.loadjob.topics import SettingsInvalid
-from scalable_topics.loadjob.windows import parse_windows
 from scalable_topics.model.autoscale_config import CLUSTER_CONFIGMAP, CLUSTER_CONFIGMAP_KEY
 from scalable_topics.model.layout import SegmentLayout
+from scalable_topics.model.rate_windows import parse_windows
 from scalable_topics.model.resources import AutoScaleRecommendation, ScalableTopic
 from scalable_topics.store import EmbeddedStore
 

@@ -11,8 +11,8 @@ from topic_snapshots import SMALL, T0, topic
 from scalable_topics.loadjob.evaluate import evaluate_topic
 from scalable_topics.loadjob.policy_input import SegmentWindows, windowed_load
 from scalable_topics.loadjob.recommendations import needs_write, status_patch
-from scalable_topics.loadjob.windows import DEFAULT_WINDOWS, Window, parse_windows
 from scalable_topics.model.autoscale_config import Rates
+from scalable_topics.model.rate_windows import DEFAULT_WINDOWS, Window, parse_windows
 from scalable_topics.model.resources import AutoScaleDecisionKind
 
 W = parse_windows("20s,40s,80s,160s")

@@ -3,12 +3,13 @@
 Per active segment its latest load record; the load job's last recommendation with its age and
 whether the controller would still take it; the last automatic action; when a split and a
 merge are next allowed by the cooldowns; and the policy in force, each value with where it
-comes from: the topic's ``spec.autoScale``, the cluster's ConfigMap, or the built-in default.
+comes from: the topic's ``spec.autoScale``, the cluster's ConfigMap, or the built-in default;
+and, when the broker keeps a load history, each segment's rates over the load job's windows.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -20,6 +21,7 @@ from ..model.autoscale_config import (
     resolve,
 )
 from ..model.layout import SegmentLayout
+from ..model.rate_windows import Window
 from ..model.resources import RateThresholds, ScalableTopic, Segment
 from ..model.timefmt import format_time
 
@@ -161,3 +163,33 @@ def load_report(
         "policyProblem": problem,
         "clusterProblem": cluster_problem,
     }
+
+
+def add_window_rates(
+    report: dict[str, Any],
+    windows: Sequence[Window],
+    rates: Mapping[int, Mapping[str, Rates]] | None,
+    history_rows: int = 0,
+    history_problem: str | None = None,
+) -> dict[str, Any]:
+    """The report with each active segment's rates over the load job's windows, computed from
+    the load history; ``rates`` None: the broker keeps no history, so there are none. A window
+    the history does not cover for a segment is absent from its ``windowRates``;
+    ``history_problem`` says why a history that is kept could not be read."""
+    kept = rates is not None
+    segments = []
+    for row in report["segments"]:
+        per_window = (rates or {}).get(row["id"], {})
+        shown = {
+            window.label: dict(per_window[window.label].by_wire_name())
+            for window in sorted(windows)
+            if window.label in per_window
+        }
+        segments.append({**row, "windowRates": shown if kept else None})
+    history = {
+        "kept": kept,
+        "windows": [window.label for window in sorted(windows)] if kept else [],
+        "rows": history_rows,
+        "problem": history_problem,
+    }
+    return {**report, "segments": segments, "history": history}

@@ -44,6 +44,7 @@ from .registration import Registration
 from .registry import SegmentRegistry
 from .session import Session
 from .topic_admin import INFORMERS_KEY, STORE_KEY, add_topic_routes
+from .topic_load import CLUSTER_AUTOSCALE_KEY, LOAD_HISTORY_LOCATION_KEY
 from .topic_watch import TopicWatchHub
 
 if TYPE_CHECKING:
@@ -185,10 +186,14 @@ def build_app(
         if history is not None:
             await history.start()
             app[LOAD_HISTORY_KEY] = history
+        cluster = cluster_autoscale or ClusterAutoScale(cached.configmaps, config.system_namespace)
+        app[CLUSTER_AUTOSCALE_KEY] = cluster
+        if config.load_history:
+            app[LOAD_HISTORY_LOCATION_KEY] = config.load_history
         reporter = LoadReporter(
             backend,
             cached,
-            cluster_autoscale or ClusterAutoScale(cached.configmaps, config.system_namespace),
+            cluster,
             lambda: registry,
             config.identity,
             history,

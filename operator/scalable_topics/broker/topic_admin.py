@@ -4,7 +4,8 @@ Every broker serves it from the store it already reads, so any broker will do:
 ``/admin/v1/topics[/{namespace}/{name}]`` creates, lists, describes and deletes topics,
 ``.../subscriptions[/{subscription}]`` declares and removes subscriptions, ``.../split`` and
 ``.../merge`` ask the topic's controller and wait for its answer, ``.../stats`` aggregates the
-segments' stats from their brokers. docs/admin-api.md lists the routes and answers.
+segments' stats from their brokers, ``.../load`` reports its autoscale state (topic_load.py).
+docs/admin-api.md lists the routes and answers.
 
 The ``admin_errors`` middleware authenticates every request (access.py); each route names the
 action it needs on the topic's namespace (model/authorization.py).
@@ -58,6 +59,7 @@ from ..protocol import ErrorCode
 from ..store import AlreadyExists, NotFound, Store, StoreError
 from ..store.informers import Informers
 from .admin import TOKEN_KEY
+from .topic_load import CLUSTER_AUTOSCALE_KEY, LOAD_HISTORY_LOCATION_KEY, NotReady, topic_load
 
 STORE_KEY: web.AppKey[Store] = web.AppKey("topic_admin_store")
 INFORMERS_KEY: web.AppKey[Informers] = web.AppKey("informers")
@@ -273,8 +275,24 @@ async def stats_handler(request: web.Request) -> web.Response:
     return web.json_response(stats.to_dict())
 
 
+async def load_handler(request: web.Request) -> web.Response:
+    _, namespace, name = _topic(request)
+    try:
+        report = await topic_load(
+            request.app[INFORMERS_KEY],
+            request.app[CLUSTER_AUTOSCALE_KEY],
+            request.app.get(LOAD_HISTORY_LOCATION_KEY),
+            namespace,
+            name,
+        )
+    except NotReady as error:
+        raise _Refused(503, ErrorCode.SERVICE_NOT_READY.value, str(error)) from None
+    return web.json_response(report)
+
+
 def add_topic_routes(app: web.Application) -> None:
-    """Register the routes; the application must set STORE_KEY before serving."""
+    """Register the routes; the application must set STORE_KEY, INFORMERS_KEY and
+    CLUSTER_AUTOSCALE_KEY before serving (LOAD_HISTORY_LOCATION_KEY when it keeps a history)."""
 
     async def brokers(app: web.Application) -> AsyncIterator[None]:
         # Stats ask every segment's broker, with the cluster token this broker also requires.
@@ -298,6 +316,7 @@ def add_topic_routes(app: web.Application) -> None:
         ("POST", one + "/split", split_handler, Action.ADMIN),
         ("POST", one + "/merge", merge_handler, Action.ADMIN),
         ("GET", one + "/stats", stats_handler, Action.READ),
+        ("GET", one + "/load", load_handler, Action.READ),
     ]
     for method, path, handler, action in routes:
         app.router.add_route(method, path, _answering(handler, action))

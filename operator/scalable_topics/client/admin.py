@@ -266,6 +266,11 @@ class Admin:
         """Segment counts, rates, backlogs and consumers (``stctl topics stats -o json``)."""
         return cast(dict[str, Any], await self._call("GET", topic_path(topic) + "/stats"))
 
+    async def topic_load(self, topic: str) -> dict[str, Any]:
+        """Segment loads and window rates, recommendation, cooldowns and policy
+        (``stctl topics load -o json``)."""
+        return cast(dict[str, Any], await self._call("GET", topic_path(topic) + "/load"))
+
     # -- the HTTP exchange ----------------------------------------------------------------------
 
     def _session(self) -> aiohttp.ClientSession:

@@ -40,7 +40,7 @@ def _hint(client_config: Path) -> str:
 def _run_standalone(args: argparse.Namespace) -> int:
     from ..broker.storage.durable_fs import DirectoryLock
     from ..broker.storage.errors import StorageLocked
-    from ..loadjob.windows import parse_windows
+    from ..model.rate_windows import parse_windows
     from .broker_limits import limit_settings
     from .output import fail
     from .server_checks import data_directory_problem

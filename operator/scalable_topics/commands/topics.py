@@ -1,5 +1,5 @@
-"""``stctl topics``: create, list, describe, delete, split, merge and stats, through the topic
-admin API of any broker; ``load`` reads the store (topics_load.py)."""
+"""``stctl topics``: create, list, describe, delete, split, merge, stats and load
+(topics_load.py), through the topic admin API of any broker."""
 
 from __future__ import annotations
 

@@ -1,101 +1,33 @@
-"""``stctl topics load TOPIC --store URL``: a topic's load and autoscale state, read from the
-store (the topic, its Segment objects' load records, the cluster's autoscale ConfigMap), as
-``kubectl get`` would, since the cluster's settings live beside the topics, not behind a
-broker."""
+"""``stctl topics load TOPIC``: a topic's load and autoscale state, through the topic admin API
+of any broker (``GET .../load``): the segments' load records and, when the brokers keep a
+load history, their rates over the load job's windows; the recommendation, last action,
+cooldowns and the policy in force with where each value comes from."""
 
 from __future__ import annotations
 
 import argparse
 import sys
-from datetime import UTC, datetime
 from typing import Any
 
-from ..admin.autoscale_view import load_report
 from ..admin.stats_table import columns
-from ..model.autoscale_config import (
-    CLUSTER_CONFIGMAP,
-    CLUSTER_CONFIGMAP_KEY,
-    CLUSTER_DEFAULTS,
-    AutoScaleConfig,
-    parse_cluster_config,
-)
-from ..model.resources import TOPIC_LABEL, ScalableTopic, Segment
-from ..store import NotFound, StoreError
-from ..store.kinds import CONFIG_MAP
-from ..store.url import SUPPORTED, open_store
-from .admin_call import add_output_argument, run_command
-from .output import MISSING, fail, print_json, text
+from ..client.admin import Admin
+from .admin_call import add_output_argument, add_topic_arguments, run_admin, topic_of
+from .output import MISSING, print_json, text
 
 COMMAND = "stctl topics load"
-DEFAULT_SYSTEM_NAMESPACE = "scalable-topics"
 _RATES = ("msgRateIn", "msgRateOut", "byteRateIn", "byteRateOut")
 
 
-def _topic(args: argparse.Namespace) -> tuple[str, str]:
-    namespace, slash, name = args.topic.rpartition("/")
-    if not slash:
-        return args.namespace or "default", name
-    if not namespace or not name or "/" in namespace:
-        raise ValueError(f"a topic is named NAME or NAMESPACE/NAME, not {args.topic!r}")
-    if args.namespace is not None and args.namespace != namespace:
-        raise ValueError(
-            f"topic {args.topic!r} is in namespace {namespace!r}, but -n says {args.namespace!r}"
-        )
-    return namespace, name
-
-
-def _cluster(configmap: dict[str, Any] | None, where: str) -> tuple[AutoScaleConfig, str | None]:
-    """The cluster's settings, or the defaults with why the ConfigMap is not used."""
-    if configmap is None:
-        return CLUSTER_DEFAULTS, None
-    text = (configmap.get("data") or {}).get(CLUSTER_CONFIGMAP_KEY)
-    try:
-        if not isinstance(text, str):
-            raise ValueError(f"it has no key {CLUSTER_CONFIGMAP_KEY}")
-        return parse_cluster_config(text), None
-    except ValueError as error:
-        return CLUSTER_DEFAULTS, (
-            f"{where} is not used ({error}); controllers keep the last valid settings they "
-            "read, shown here as the built-in defaults"
-        )
-
-
 def _run_load(args: argparse.Namespace) -> int:
-    async def run() -> int:
-        namespace, name = _topic(args)
-        store = open_store(args.store)
-        try:
-            try:
-                topic = ScalableTopic.model_validate(
-                    await store.get(ScalableTopic.KIND, namespace, name)
-                )
-            except NotFound:
-                return fail(COMMAND, f"topic {namespace}/{name} does not exist")
-            listing = await store.list(
-                Segment.KIND, namespace=namespace, label_selector=f"{TOPIC_LABEL}={name}"
-            )
-            try:
-                configmap = await store.get(
-                    CONFIG_MAP.kind, args.system_namespace, CLUSTER_CONFIGMAP
-                )
-            except NotFound:
-                configmap = None
-        finally:
-            await store.close()
-        where = f"ConfigMap {args.system_namespace}/{CLUSTER_CONFIGMAP}"
-        cluster, problem = _cluster(configmap, where)
-        segments = [Segment.model_validate(item) for item in listing.items]
-        report = load_report(topic, segments, cluster, problem, datetime.now(UTC))
+    async def work(admin: Admin) -> int:
+        report = await admin.topic_load(topic_of(args))
         if args.output == "json":
             print_json(report)
         else:
             sys.stdout.write(render(report))
         return 0
 
-    try:
-        return run_command(COMMAND, run)
-    except StoreError as error:
-        return fail(COMMAND, str(error))
+    return run_admin(args, COMMAND, work)
 
 
 def _figure(value: float) -> str:
@@ -114,6 +46,28 @@ def _ago(seconds: float) -> str:
 
 def _table(header: list[str], rows: list[list[Any]]) -> list[str]:
     return columns([header, *([text(cell) for cell in row] for row in rows)])
+
+
+def _window_lines(report: dict[str, Any]) -> list[str]:
+    history = report.get("history") or {}
+    if not history.get("kept"):
+        return ["Window rates: none (this broker keeps no load history)", ""]
+    if history.get("problem"):
+        return [f"Window rates: none ({history['problem']})", ""]
+    rows = [
+        [segment["id"], label, *(_figure(rates[rate]) for rate in _RATES)]
+        for segment in report["segments"]
+        for label, rates in (segment.get("windowRates") or {}).items()
+    ]
+    windows = ", ".join(history.get("windows") or ())
+    if not rows:
+        return [f"Window rates ({windows}): none (no history of these segments yet)", ""]
+    header = ["SEGMENT", "WINDOW", "MSG/S IN", "MSG/S OUT", "B/S IN", "B/S OUT"]
+    return [
+        f"Window rates ({windows}; time-weighted, from {history.get('rows', 0)} history rows):",
+        *(f"  {line}" for line in _table(header, rows)),
+        "",
+    ]
 
 
 def render(report: dict[str, Any]) -> str:
@@ -139,6 +93,7 @@ def render(report: dict[str, Any]) -> str:
     header = ["SEGMENT", "RANGE", "MSG/S IN", "MSG/S OUT", "B/S IN", "B/S OUT", "SAMPLED"]
     lines.extend(_table([*header, "COLD SINCE"], rows))
     lines.append("")
+    lines.extend(_window_lines(report))
     recommendation = report["recommendation"]
     if recommendation is None:
         lines.append("Recommendation: none (the load job has not written one)")
@@ -185,27 +140,14 @@ def add_topics_load(commands: argparse._SubParsersAction[argparse.ArgumentParser
     load = commands.add_parser(
         "load",
         help="a topic's segment load, autoscale recommendation, cooldowns and policy",
-        description="Show a topic's autoscale state, read from the store: each active "
-        "segment's latest load record (rates and since when it is cold), the load job's last "
+        description="Show a topic's autoscale state, through the topic admin API of any "
+        "broker: each active segment's latest load record (rates and since when it is cold) "
+        "and, when the brokers keep a load history, its time-weighted rates over the load "
+        "job's windows (2m, 5m, 10m, 20m), the load job's last "
         "recommendation (its window, reason, age and whether it is fresh), the last automatic "
         "split or merge, when a split and a merge are next allowed by the cooldowns, and the "
         "policy in force with where each value comes from (topic, cluster, default).",
     )
-    load.add_argument("topic", metavar="TOPIC", help="NAME or NAMESPACE/NAME")
-    load.add_argument(
-        "-n", "--namespace", default=None, help="the topic's namespace (default: default)"
-    )
-    load.add_argument(
-        "--store",
-        required=True,
-        metavar="URL",
-        help="the store to read: " + "; ".join(SUPPORTED),
-    )
-    load.add_argument(
-        "--system-namespace",
-        default=DEFAULT_SYSTEM_NAMESPACE,
-        help="the namespace of the cluster's autoscale ConfigMap "
-        f"(default {DEFAULT_SYSTEM_NAMESPACE})",
-    )
+    add_topic_arguments(load)
     add_output_argument(load)
     load.set_defaults(run=_run_load)

@@ -10,10 +10,10 @@ import sys
 from collections.abc import Sequence
 from datetime import timedelta
 
+from ..model.rate_windows import DEFAULT_WINDOWS, parse_windows
 from ..store import default_budget, open_store
 from ..store.preflight import StoreUnusable, check_store
 from ..tasks import cancel_and_wait
-from .windows import DEFAULT_WINDOWS, parse_windows
 
 log = logging.getLogger("scalable_topics.loadjob")
 

@@ -6,11 +6,11 @@ from collections.abc import Mapping
 from datetime import datetime, timedelta
 
 from ..model.autoscale_policy import AutoScaleDecision, AutoScaleInputs, NoAction, decide
+from ..model.rate_windows import Window
 from ..model.resources import AutoScaleRecommendation
 from .policy_input import SegmentWindows, WindowedLoad, windowed_load
 from .recommendations import recommendation
 from .topics import TopicSnapshot
-from .windows import Window
 
 
 def topic_loads(

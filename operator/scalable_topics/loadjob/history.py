@@ -26,8 +26,8 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ..model.autoscale_config import RATE_NAMES, Rates
+from ..model.rate_windows import Window, partition_dates
 from .policy_input import SegmentWindows
-from .windows import Window
 
 # The columns the brokers write, in their order, and the partition column.
 RATE_COLUMNS = tuple(field for field, _ in RATE_NAMES)
@@ -64,17 +64,6 @@ class TopicThresholds:
 class HistoryRates:
     segments: list[SegmentWindows]
     rows: int  # the history rows inside the longest window
-
-
-def partition_dates(now: datetime, longest: Window) -> list[str]:
-    """The ``date=`` partitions holding rows that end in [now - longest, now]."""
-    day = (now - timedelta(seconds=longest.seconds)).astimezone(UTC).date()
-    last = now.astimezone(UTC).date()
-    dates = []
-    while day <= last:
-        dates.append(day.isoformat())
-        day += timedelta(days=1)
-    return dates
 
 
 def read_history(spark: SparkSession, location: str, now: datetime, longest: Window) -> DataFrame:

@@ -15,7 +15,7 @@ from datetime import datetime
 
 from ..model.autoscale_config import RATE_NAMES, AutoScaleConfig, Rates
 from ..model.autoscale_policy import SegmentLoad
-from .windows import Window
+from ..model.rate_windows import Window
 
 
 @dataclass(frozen=True, slots=True)

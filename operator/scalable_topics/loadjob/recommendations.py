@@ -9,9 +9,9 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from ..model.autoscale_policy import AutoScaleDecision, Merge, NoAction, Split
+from ..model.rate_windows import Window
 from ..model.resources import AutoScaleDecisionKind, AutoScaleRecommendation
 from .policy_input import WindowedLoad
-from .windows import Window
 
 
 def recommendation(

@@ -13,13 +13,13 @@ from datetime import UTC, datetime, timedelta
 from pyspark.sql import SparkSession
 
 from ..model.autoscale_config import AutoScaleConfig
+from ..model.rate_windows import Window, longest
 from ..store import NotFound, Store
 from .evaluate import evaluate_topic
 from .history import TopicThresholds, read_history, windowed_rates
 from .policy_input import SegmentWindows
 from .recommendations import needs_write, status_patch
 from .topics import SettingsInvalid, read_cluster_config, read_topics
-from .windows import Window, longest
 
 log = logging.getLogger(__name__)
 

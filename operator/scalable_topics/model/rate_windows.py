@@ -1,4 +1,5 @@
-"""The rate windows the load job averages over, and how they are written on the command line.
+"""The rate windows the load job (and a broker's ``topics load`` report) averages over, how
+they are written on the command line, and the load history's date partitions they touch.
 
 Pravega's auto-scaler reads 2, 5, 10 and 20 minute rates: a burst over a split threshold
 shows in the short window at once, and a merge needs every window cold, i.e. a cold period as
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Final
 
 _UNITS: Final = {"s": 1, "m": 60, "h": 3600}
@@ -49,3 +51,14 @@ def longest(windows: tuple[Window, ...]) -> Window:
     if not windows:
         raise ValueError("at least one window is needed")
     return max(windows)
+
+
+def partition_dates(now: datetime, longest: Window) -> list[str]:
+    """The ``date=`` partitions holding rows that end in [now - longest, now]."""
+    day = (now - timedelta(seconds=longest.seconds)).astimezone(UTC).date()
+    last = now.astimezone(UTC).date()
+    dates = []
+    while day <= last:
+        dates.append(day.isoformat())
+        day += timedelta(days=1)
+    return dates
