@@ -41,6 +41,7 @@ NON_ROOT_UID = 10001  # the Dockerfile's user
 TOKEN_SECRET = "scalable-topics-cluster-token"
 TOKEN_KEY_CONFIGMAP = "scalable-topics-token-key"
 OPERATOR, BROKER = "scalable-topics-operator", "scalable-topics-broker"
+HISTORY_CLAIM = "scalable-topics-load-history"
 
 
 def _validate(obj: Object) -> None:
@@ -414,16 +415,87 @@ def _without_overlay_changes(obj: Object) -> Object:
     return obj
 
 
+def _without_load_history(obj: Object) -> Object:
+    """``obj`` without what the load-history component adds to the brokers: the claim's
+    volume, its mount and --load-history (each removed once; asserted present)."""
+    if obj["kind"] == "StatefulSet":
+        spec = pod_spec(obj)
+        [volume] = [v for v in spec["volumes"] if "persistentVolumeClaim" in v]
+        assert volume["persistentVolumeClaim"]["claimName"] == HISTORY_CLAIM
+        spec["volumes"].remove(volume)
+        [container] = spec["containers"]
+        [mount] = [m for m in container["volumeMounts"] if m["name"] == volume["name"]]
+        container["volumeMounts"].remove(mount)
+        container["args"].remove(f"--load-history={flag(container, 'load-history')}")
+    return obj
+
+
 @pytest.mark.parametrize("overlay", OVERLAYS)
-def test_overlays_change_only_images_resources_and_the_secret(overlay: str) -> None:
+def test_overlays_change_only_images_resources_the_secret_and_the_load_history(
+    overlay: str,
+) -> None:
+    """Beyond images, resources and the token Secret, production adds the load history (the
+    claim, and the brokers writing to it) and nothing else; kind adds nothing."""
     base = {
         (o["kind"], o["metadata"]["name"]): _without_overlay_changes(o) for o in rendered("base")
     }
     objects = [o for o in rendered(overlay) if o["kind"] not in ("Secret", "ConfigMap")]
-    assert {(o["kind"], o["metadata"]["name"]) for o in objects} == base.keys()
+    added = {("PersistentVolumeClaim", HISTORY_CLAIM)} if overlay == "production" else set()
+    assert {(o["kind"], o["metadata"]["name"]) for o in objects} == base.keys() | added
     for obj in objects:
         key = (obj["kind"], obj["metadata"]["name"])
+        if key in added:
+            continue
+        if added:
+            obj = _without_load_history(obj)
         assert _without_overlay_changes(obj) == base[key], f"{overlay} changes {key}"
+
+
+# -- the load history ------------------------------------------------------------------------------
+
+
+def _access_modes(objects: list[Object]) -> set[str]:
+    """Every access mode a target's claims ask for: its PersistentVolumeClaims' and its
+    StatefulSets' claim templates'."""
+    claims = of_kind(objects, "PersistentVolumeClaim") + [
+        template
+        for workload in of_kind(objects, "StatefulSet")
+        for template in workload["spec"].get("volumeClaimTemplates", [])
+    ]
+    return {mode for claim in claims for mode in claim["spec"]["accessModes"]}
+
+
+@pytest.mark.parametrize("target", ["base", "kind"])
+def test_kind_needs_no_read_write_many_storage(target: str) -> None:
+    """kind's default storage class offers ReadWriteOnce only: nothing here asks for more, and
+    the brokers keep no load history (the controller evaluates their load records itself)."""
+    objects = rendered(target)
+    assert _access_modes(objects) == {"ReadWriteOnce"}
+    brokers = find(objects, "StatefulSet", BROKER)
+    assert not [v for v in pod_spec(brokers)["volumes"] if "persistentVolumeClaim" in v]
+    [container] = pod_spec(brokers)["containers"]
+    assert flag(container, "load-history") is None
+
+
+def test_production_brokers_write_the_load_history_to_the_shared_claim() -> None:
+    objects = rendered("production")
+    claim = find(objects, "PersistentVolumeClaim", HISTORY_CLAIM)
+    # Every broker writes it, from whichever node it runs on.
+    assert claim["spec"]["accessModes"] == ["ReadWriteMany"]
+    assert _access_modes(objects) == {"ReadWriteOnce", "ReadWriteMany"}
+    brokers = find(objects, "StatefulSet", BROKER)
+    spec = pod_spec(brokers)
+    [volume] = [v for v in spec["volumes"] if "persistentVolumeClaim" in v]
+    assert volume["persistentVolumeClaim"] == {"claimName": HISTORY_CLAIM}  # not read-only
+    [container] = spec["containers"]
+    [mount] = [m for m in container["volumeMounts"] if m["name"] == volume["name"]]
+    assert not mount.get("readOnly") and "subPath" not in mount
+    assert flag(container, "load-history") == mount["mountPath"]
+    # Writable by the broker's user as the data volume is: the pod's fsGroup is its group.
+    security = spec["securityContext"]
+    assert security["fsGroup"] == NON_ROOT_UID
+    assert security["fsGroupChangePolicy"] == "OnRootMismatch"
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
 
 
 def test_kind_cluster_has_a_control_plane_and_two_workers() -> None:

@@ -11,13 +11,15 @@ from typing import Any
 
 import kubernetes_validate
 import yaml
-from rendered_manifests import MANIFESTS, ROOT, Object, find, kustomize
+from rendered_manifests import MANIFESTS, ROOT, Object, find, kustomize, pod_spec, rendered
 
+from scalable_topics.cli import build_parser as broker_parser
 from scalable_topics.loadjob.cli import parser
 
 NAMESPACE = "scalable-topics"
 JOB = "scalable-topics-load-job"
 HISTORY_CLAIM = "scalable-topics-load-history"
+BROKER = "scalable-topics-broker"
 KUBERNETES_VERSION = "1.37"
 
 
@@ -42,7 +44,6 @@ def test_built_in_kinds_are_valid_and_everything_is_in_the_system_namespace() ->
             "ClusterRoleBinding",
             "Role",
             "RoleBinding",
-            "PersistentVolumeClaim",
             "ScheduledSparkApplication",
         ]
     )
@@ -84,16 +85,38 @@ def test_the_arguments_are_ones_the_job_takes() -> None:
 
 
 def test_driver_and_executors_mount_the_history_where_the_job_reads_it() -> None:
-    objects = _rendered()
-    app = find(objects, "ScheduledSparkApplication", JOB)["spec"]["template"]
+    app = _application()["spec"]["template"]
     history = parser().parse_args(app["arguments"]).history
     [volume] = app["volumes"]
     assert volume["persistentVolumeClaim"]["claimName"] == HISTORY_CLAIM
-    claim = find(objects, "PersistentVolumeClaim", HISTORY_CLAIM)
-    assert claim["spec"]["accessModes"] == ["ReadWriteMany"]  # brokers on every node write it
     for role in ("driver", "executor"):
         mounts = app[role]["volumeMounts"]
         assert mounts == [{"name": volume["name"], "mountPath": history, "readOnly": True}]
+
+
+def test_production_brokers_write_the_history_the_job_reads() -> None:
+    """The job defines no claim: the production overlay does, and its brokers write their load
+    history on it at the very path the job reads it from, so that both name one directory."""
+    app = _application()["spec"]["template"]
+    history = parser().parse_args(app["arguments"]).history
+    [job_volume] = app["volumes"]
+    [job_mount] = app["driver"]["volumeMounts"]
+    objects = rendered("production")
+    claim = find(objects, "PersistentVolumeClaim", HISTORY_CLAIM)
+    assert claim["metadata"]["namespace"] == NAMESPACE
+    assert claim["spec"]["accessModes"] == ["ReadWriteMany"]  # brokers on every node write it
+    brokers = pod_spec(find(objects, "StatefulSet", BROKER))
+    [volume] = [
+        v
+        for v in brokers["volumes"]
+        if v.get("persistentVolumeClaim", {}).get("claimName")
+        == job_volume["persistentVolumeClaim"]["claimName"]
+    ]
+    [container] = brokers["containers"]
+    [mount] = [m for m in container["volumeMounts"] if m["name"] == volume["name"]]
+    assert mount.get("subPath") == job_mount.get("subPath")
+    written = broker_parser().parse_args(container["args"]).load_history
+    assert written == mount["mountPath"] == history
 
 
 def _restricted(pod: dict[str, Any], container: dict[str, Any]) -> None:
