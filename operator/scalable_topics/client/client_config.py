@@ -437,8 +437,27 @@ def _url_problem(service_url: str) -> str | None:
     return None
 
 
+# PyYAML folds NEL, LS and PS (line breaks to YAML) inside a plain or single-quoted scalar,
+# so a name holding one would load back changed; double quotes keep them as escapes.
+_FOLDED_BREAKS = frozenset("\x85\u2028\u2029")
+
+
+class _Dumper(yaml.SafeDumper):
+    pass
+
+
+def _represent_str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    style = '"' if _FOLDED_BREAKS.intersection(value) else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_Dumper.add_representer(str, _represent_str)
+
+
 def _dump(data: dict[str, Any]) -> str:
-    return yaml.safe_dump(data, sort_keys=False, default_flow_style=False, allow_unicode=True)
+    return yaml.dump(
+        data, Dumper=_Dumper, sort_keys=False, default_flow_style=False, allow_unicode=True
+    )
 
 
 def use_context(path: Path, name: str) -> ClientConfigFile:
