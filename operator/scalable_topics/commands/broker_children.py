@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import signal
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -26,14 +25,13 @@ from pathlib import Path
 
 from ..listening import read_address_file
 from ..store import BudgetSettings
-from ..tasks import cancel_and_wait
 from .broker_limits import limit_argv
+from .supervised_process import Backoff, SupervisedProcess
 from .timeout_flags import timeout_argv
 
 log = logging.getLogger(__name__)
 
-_FIRST_DELAY, _MAX_DELAY = 0.5, 10.0
-_STABLE_SECONDS = 30.0  # a run this long resets the backoff
+_BACKOFF = Backoff(first=0.5, most=10.0, stable=30.0)
 _STOP_SECONDS = 10.0  # SIGTERM, then SIGKILL after this
 _ADDRESS_POLL_SECONDS = 0.05
 
@@ -93,24 +91,13 @@ class ChildBroker:
         return ["--load-history", self.load_history, "--load-history-flush", flush]
 
 
-class SupervisedBroker:
+class SupervisedBroker(SupervisedProcess):
     """One child broker, restarted whenever it exits until :meth:`stop`."""
 
     def __init__(self, child: ChildBroker) -> None:
+        super().__init__(child.broker_id, _BACKOFF, _STOP_SECONDS)
         self.child = child
         self.port = child.port  # known once the first run has reported it, for port 0
-        self.starts = 0
-        self._process: asyncio.subprocess.Process | None = None
-        self._task: asyncio.Task[None] | None = None
-
-    @property
-    def pid(self) -> int | None:
-        return self._process.pid if self._process is not None else None
-
-    def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(
-            self._supervise(), name=f"supervise {self.child.broker_id}"
-        )
 
     async def _spawn(self) -> asyncio.subprocess.Process:
         self.child.data_dir.mkdir(parents=True, exist_ok=True)
@@ -121,67 +108,30 @@ class SupervisedBroker:
                 *self.child.argv(self.port),
                 stdout=output,
                 stderr=asyncio.subprocess.STDOUT,
-                # Never written: the child stops when it closes, i.e. when we are gone.
                 stdin=asyncio.subprocess.PIPE,
                 env={**os.environ, "PYTHONUNBUFFERED": "1"},
                 start_new_session=True,
             )
 
-    async def _supervise(self) -> None:
-        loop = asyncio.get_running_loop()
-        delay = _FIRST_DELAY
-        while True:
-            started = loop.time()
-            self._process = await self._spawn()
-            self.starts += 1
-            log.info("%s running as pid %d", self.child.broker_id, self._process.pid)
-            if self.port == 0:
-                self.port = await self._reported_port(self._process)
-            code = await self._process.wait()
-            _close_stdin(self._process)
-            if loop.time() - started >= _STABLE_SECONDS:
-                delay = _FIRST_DELAY
-            log.warning(
-                "%s exited with code %s; starting it again in %.1f s (log: %s)",
-                self.child.broker_id,
-                code,
-                delay,
-                self.child.log_path,
-            )
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, _MAX_DELAY)
+    async def _running(self, process: asyncio.subprocess.Process) -> None:
+        if self.port == 0:
+            self.port = await self._reported_port(process)
+
+    def _exited(self, code: int | None, delay: float) -> None:
+        log.warning(
+            "%s exited with code %s; starting it again in %.1f s (log: %s)",
+            self.name,
+            code,
+            delay,
+            self.child.log_path,
+        )
 
     async def _reported_port(self, process: asyncio.subprocess.Process) -> int:
         """The port the child wrote to its address file, or 0 if it exited before."""
         while process.returncode is None:
             address = await asyncio.to_thread(read_address_file, self.child.address_file)
             if address is not None:
-                log.info("%s listens on port %d", self.child.broker_id, address[1])
+                log.info("%s listens on port %d", self.name, address[1])
                 return address[1]
             await asyncio.sleep(_ADDRESS_POLL_SECONDS)
         return 0
-
-    async def stop(self) -> None:
-        """Stop supervising first, so the exit is not taken for a crash; then SIGTERM, and
-        SIGKILL if the broker has not left within the grace period."""
-        if self._task is not None:
-            await cancel_and_wait(self._task)
-        process = self._process
-        if process is None or process.returncode is not None:
-            return
-        process.send_signal(signal.SIGTERM)
-        try:
-            async with asyncio.timeout(_STOP_SECONDS):
-                await process.wait()
-        except TimeoutError:
-            log.warning(
-                "%s did not stop within %ss; killing it", self.child.broker_id, _STOP_SECONDS
-            )
-            process.kill()
-            await process.wait()
-        _close_stdin(process)
-
-
-def _close_stdin(process: asyncio.subprocess.Process) -> None:
-    if process.stdin is not None:
-        process.stdin.close()

@@ -17,17 +17,15 @@ import importlib.util
 import logging
 import os
 import shutil
-import signal
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..tasks import cancel_and_wait
+from .supervised_process import Backoff, SupervisedProcess
 
 log = logging.getLogger(__name__)
 
-_FIRST_DELAY, _MAX_DELAY = 1.0, 60.0
-_STABLE_SECONDS = 120.0  # a run this long resets the backoff
+_BACKOFF = Backoff(first=1.0, most=60.0, stable=120.0)
 # SIGTERM, then SIGKILL of its process group (the JVM too) after this: stopping Spark takes
 # a few seconds on a busy machine.
 _STOP_SECONDS = 30.0
@@ -74,30 +72,19 @@ class LoadJobChild:
         ]
 
 
-class SupervisedLoadJob:
-    """The load job child, restarted whenever it exits until :meth:`stop`."""
+class SupervisedLoadJob(SupervisedProcess):
+    """The load job child, restarted whenever it exits until :meth:`stop`; its first run
+    comes one interval after start."""
 
     def __init__(self, child: LoadJobChild) -> None:
+        super().__init__("load job", _BACKOFF, _STOP_SECONDS, first_run_after=child.every)
         self.child = child
-        self.starts = 0
-        self._process: asyncio.subprocess.Process | None = None
-        self._task: asyncio.Task[None] | None = None
-
-    @property
-    def pid(self) -> int | None:
-        return self._process.pid if self._process is not None else None
-
-    def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(
-            self._supervise(), name="supervise the load job"
-        )
 
     async def _spawn(self) -> asyncio.subprocess.Process:
         return await asyncio.create_subprocess_exec(
             *self.child.argv(),
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT,
-            # Never written: the child stops when it closes, i.e. when we are gone.
             stdin=asyncio.subprocess.PIPE,
             env={
                 **os.environ,
@@ -109,41 +96,8 @@ class SupervisedLoadJob:
             limit=_LINE_LIMIT,
         )
 
-    async def _supervise(self) -> None:
-        loop = asyncio.get_running_loop()
-        delay = _FIRST_DELAY
-        await asyncio.sleep(self.child.every)
-        while True:
-            started = loop.time()
-            self._process = process = await self._spawn()
-            self.starts += 1
-            log.info("load job running as pid %d", process.pid)
-            await _relay(process)
-            code = await process.wait()
-            _close_stdin(process)
-            if loop.time() - started >= _STABLE_SECONDS:
-                delay = _FIRST_DELAY
-            log.warning("load job exited with code %s; starting it again in %.0f s", code, delay)
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, _MAX_DELAY)
-
-    async def stop(self) -> None:
-        """Stop supervising first, so the exit is not taken for a crash; then SIGTERM, and
-        SIGKILL of its process group if it has not left within the grace period."""
-        if self._task is not None:
-            await cancel_and_wait(self._task)
-        process = self._process
-        if process is None or process.returncode is not None:
-            return
-        process.send_signal(signal.SIGTERM)
-        try:
-            async with asyncio.timeout(_STOP_SECONDS):
-                await process.wait()
-        except TimeoutError:
-            log.warning("the load job did not stop within %ss; killing it", _STOP_SECONDS)
-            os.killpg(process.pid, signal.SIGKILL)
-            await process.wait()
-        _close_stdin(process)
+    async def _running(self, process: asyncio.subprocess.Process) -> None:
+        await _relay(process)
 
 
 async def _relay(process: asyncio.subprocess.Process) -> None:
@@ -160,8 +114,3 @@ async def _relay(process: asyncio.subprocess.Process) -> None:
         text = line.decode(errors="replace").rstrip()
         if text:
             log.info("load job: %s", text)
-
-
-def _close_stdin(process: asyncio.subprocess.Process) -> None:
-    if process.stdin is not None:
-        process.stdin.close()
