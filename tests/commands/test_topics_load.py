@@ -30,12 +30,14 @@ from scalable_topics.store import EmbeddedStore
 from support.eventually import eventually
 from support.servers import broker_server
 
-NOW = datetime.now(UTC)
 SYSTEM = "scalable-topics"
 
 
 async def seed(store: EmbeddedStore, cluster: str | None = "splitCooldownSeconds: 120\n") -> None:
-    layout = SegmentLayout.initial(2, NOW - timedelta(hours=1))
+    # Times relative to now, when the test runs (not when the module was imported: the whole
+    # suite imports it minutes before, and the recommendation would have expired).
+    now = datetime.now(UTC)
+    layout = SegmentLayout.initial(2, now - timedelta(hours=1))
     await store.create(
         {
             "apiVersion": "scalabletopics.dev/v1alpha1",
@@ -45,7 +47,7 @@ async def seed(store: EmbeddedStore, cluster: str | None = "splitCooldownSeconds
         }
     )
     auto_scale = {
-        "lastSplitTime": format_time(NOW - timedelta(seconds=20)),
+        "lastSplitTime": format_time(now - timedelta(seconds=20)),
         "recommendation": {
             "decision": "Split",
             "segmentIds": [1],
@@ -53,8 +55,8 @@ async def seed(store: EmbeddedStore, cluster: str | None = "splitCooldownSeconds
             "window": "2m",
             "reason": "msgRateIn 14,200/s over 2m",
             "layoutEpoch": 0,
-            "computedAt": format_time(NOW - timedelta(seconds=30)),
-            "expiresAt": format_time(NOW + timedelta(minutes=2)),
+            "computedAt": format_time(now - timedelta(seconds=30)),
+            "expiresAt": format_time(now + timedelta(minutes=2)),
         },
         "lastAction": {
             "decision": "Merge",
@@ -62,7 +64,7 @@ async def seed(store: EmbeddedStore, cluster: str | None = "splitCooldownSeconds
             "rule": "coldPair",
             "reason": "cold",
             "source": "controller",
-            "at": format_time(NOW - timedelta(hours=2)),
+            "at": format_time(now - timedelta(hours=2)),
         },
     }
     await store.patch_status(
@@ -98,8 +100,8 @@ async def seed(store: EmbeddedStore, cluster: str | None = "splitCooldownSeconds
                 "load": {
                     "msgRateIn": 12.5,
                     "byteRateIn": 2048.0,
-                    "sampledAt": format_time(NOW),
-                    "coldSince": format_time(NOW - timedelta(seconds=90)),
+                    "sampledAt": format_time(now),
+                    "coldSince": format_time(now - timedelta(seconds=90)),
                 }
             }
         },
