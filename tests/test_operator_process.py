@@ -103,9 +103,11 @@ async def test_ready_while_it_follows_the_api_and_unready_while_it_cannot_reach_
 
         await eventually(ready, "the operator to be ready again once the API is back")
 
-        # The outage outlasted the renew deadline: the shards were given up and are being
-        # taken again. Stop only once they all are, or a take still in flight when SIGTERM
-        # comes is one the operator never learns it won (and so cannot release).
+        # An outage that outlasts the renew deadline gives the shards up, to be taken again.
+        # Stop only once they all are, or a take still in flight when SIGTERM comes is one the
+        # operator never learns it won (and so cannot release). A shorter outage keeps them;
+        # a renewal cancelled mid-request by SIGTERM then leaves the cache behind the Lease,
+        # and the release must still get through.
         async def leads_every_shard_again() -> bool:
             return await led_shards(operator) == 16
 

@@ -10,6 +10,7 @@ from store_testkit import LEASE, Backend
 from scalable_topics.model.clock import ManualClock
 from scalable_topics.model.timefmt import format_time
 from scalable_topics.store import LeaseLock, Store
+from scalable_topics.store.port import Object
 
 ENDPOINT = "scalabletopics.dev/endpoint"
 
@@ -137,3 +138,48 @@ async def test_racing_candidates_have_one_winner(store_backend: Backend) -> None
     spec = await lease_spec(stores[0])
     assert spec["holderIdentity"] == locks[results.index(True)].identity
     assert spec["leaseTransitions"] == 1
+
+
+async def test_a_release_is_not_lost_to_a_cache_behind_the_last_renewal(
+    store_backend: Backend,
+) -> None:
+    """The cache may not hold the holder's last renewal yet (its answer lost to a cancel at
+    shutdown, or the watch catching up after an outage): the release's Conflict must not
+    leave the lease held for a whole term."""
+    clock = ManualClock()
+    store = await store_backend.new_store()
+    cache: list[Object] = []
+    a = LeaseLock(
+        store, "default", "leader", "a", 15, clock, read=lambda: cache[-1] if cache else None
+    )
+    assert await a.try_acquire_or_renew()
+    cache.append(await store.get(LEASE, "default", "leader"))
+    clock.advance(2)
+    assert await a.try_acquire_or_renew()  # the cache never hears of this renewal
+
+    clock.advance(1)
+    assert await a.release()
+    assert (await lease_spec(store))["holderIdentity"] == ""
+    assert not a.is_leader
+
+
+async def test_a_release_that_finds_another_holder_in_the_store_writes_nothing(
+    store_backend: Backend,
+) -> None:
+    clock = ManualClock()
+    store = await store_backend.new_store()
+    cache: list[Object] = []
+    a = LeaseLock(
+        store, "default", "leader", "a", 15, clock, read=lambda: cache[-1] if cache else None
+    )
+    b = LeaseLock(store, "default", "leader", "b", 15, clock)
+    assert await a.try_acquire_or_renew()
+    cache.append(await store.get(LEASE, "default", "leader"))
+    assert not await b.try_acquire_or_renew()
+    clock.advance(16)
+    assert await b.try_acquire_or_renew()  # a's lease expired; a's cache has not seen it go
+
+    taken = await store.get(LEASE, "default", "leader")
+    assert await a.release()
+    assert await store.get(LEASE, "default", "leader") == taken
+    assert not a.is_leader

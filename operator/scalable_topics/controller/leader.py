@@ -153,8 +153,14 @@ class LeaderElector:
 
     async def _release(self) -> None:
         try:
-            await self._lock.release()
+            released = await self._lock.release()
         except StoreError:
             log.warning(
                 "lease %s: releasing failed; it will expire", self._lock.identity, exc_info=True
+            )
+            return
+        if not released:
+            log.warning(
+                "lease %s: the lease kept changing while it was released; it will expire",
+                self._lock.identity,
             )

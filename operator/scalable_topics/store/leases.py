@@ -8,7 +8,8 @@ steal a lease. Every write is a compare-and-swap on the resourceVersion that was
 
 Given ``read`` (an informer's cache of the Lease), a lock reads from it instead of asking the
 store: a campaign then costs nothing until the lease looks free, and a renewal one write. A
-stale read only costs a refused write (Conflict), after which the cache catches up.
+stale read only costs a refused write (Conflict), after which the cache catches up; a
+release, which is not tried again later, reads the store itself after a Conflict.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ from .port import Object, Store
 
 _EMPTY: Mapping[str, str] = MappingProxyType({})
 _RELEASED_DURATION_SECONDS = 1  # what client-go writes on release
+# A release refused this often, each time on a fresh read of the store, is left to expire.
+RELEASE_ATTEMPTS = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,6 +128,9 @@ class LeaseLock:
     async def _read(self) -> Object | None:
         if self._read_cached is not None:
             return self._read_cached()
+        return await self._read_store()
+
+    async def _read_store(self) -> Object | None:
         try:
             return await self._store.get(LEASE.kind, self._namespace, self._name)
         except NotFound:
@@ -163,10 +169,22 @@ class LeaseLock:
             self._observe(LeaseRecord.from_object(lease))
 
     async def release(self) -> bool:
-        """Give the lease up if this candidate holds it; True when it no longer does."""
-        if not self.is_leader:
-            return True
-        lease = await self._read()
+        """Give the lease up if this candidate holds it; True when it no longer does.
+
+        The cache may lag this candidate's own last renewal: one whose answer was lost (a
+        renewal cancelled mid-request at shutdown) or one the watch has not brought back yet
+        (after an outage). A Conflict is then no sign of a lost lease, so the release reads
+        the store and tries again: a lease left held keeps everyone out for a whole term."""
+        read = self._read
+        for _ in range(RELEASE_ATTEMPTS):
+            if not self.is_leader:
+                return True
+            if await self._release_once(await read()):
+                return True
+            read = self._read_store
+        return False
+
+    async def _release_once(self, lease: Object | None) -> bool:
         if lease is None:
             self._observed = None
             return True
