@@ -270,7 +270,10 @@ class Informer:
         """This process wrote ``obj`` by a compare-and-swap on ``replaced`` (None: created it).
         When the cache still holds the replaced version (or, for a create, nothing), the
         write cannot have been overtaken: the cache takes it now, so that the writer's next
-        read sees its own write; the watch event that follows changes nothing."""
+        read sees its own write; the watch event that follows changes nothing. A watch that
+        resumes after a break replays what it missed in order, so for a write made during
+        the break the cache goes back to the older versions until the replay reaches it: a
+        compare-and-swap meanwhile costs a Conflict (a lease release reads the store then)."""
         key = key_of(obj)
         current = self._cache.get(key)
         current_version = None if current is None else resource_version_of(current)
