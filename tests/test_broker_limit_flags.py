@@ -9,8 +9,8 @@ import pytest
 
 from scalable_topics.broker.config import BrokerConfig
 from scalable_topics.cli import build_parser, main
-from scalable_topics.commands.broker_children import ChildBroker
 from scalable_topics.commands.broker_limits import LIMITS, limit_settings
+from support.child_brokers import broker_arguments, child_broker
 
 COMMANDS = ["broker", "standalone"]
 
@@ -77,15 +77,5 @@ def test_standalone_gives_its_child_brokers_the_same_limits(tmp_path: Path) -> N
         "max_connections_per_ip": 20,
         "max_open_per_connection": 50,
     }
-    child = ChildBroker(
-        broker_id="broker-1",
-        data_dir=tmp_path / "broker-1",
-        store_url="embedded:///x.db",
-        host="127.0.0.1",
-        port=0,
-        log_path=tmp_path / "broker-1.log",
-        address_file=tmp_path / "broker-1.address",
-        limits=limits,
-    )
-    parsed = build_parser().parse_args(child.argv(7001)[3:])  # after "python -m ...cli"
+    parsed = broker_arguments(child_broker(tmp_path, limits=limits))
     assert limit_settings(parsed) == limits

@@ -8,9 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from scalable_topics.cli import build_parser
-from scalable_topics.commands.broker_children import ChildBroker
 from scalable_topics.commands.standalone_system import StandaloneSettings
+from support.child_brokers import broker_arguments, child_broker
 
 RUN_SECONDS = 60  # bounds a failing run only
 
@@ -51,17 +50,8 @@ def test_standalone_gives_every_broker_a_history_under_its_data_directory(
         data_dir=tmp_path, host="127.0.0.1", port=0, brokers=2, controller_port=0
     )
     assert settings.load_history == tmp_path / "load-history"
-    child = ChildBroker(
-        broker_id="broker-1",
-        data_dir=tmp_path / "broker-1",
-        store_url="embedded:///x.db",
-        host="127.0.0.1",
-        port=0,
-        log_path=tmp_path / "broker-1.log",
-        address_file=tmp_path / "broker-1.address",
-        load_history=str(settings.load_history),
-    )
-    parsed = build_parser().parse_args(child.argv(7001)[3:])
+    child = child_broker(tmp_path, load_history=str(settings.load_history))
+    parsed = broker_arguments(child)
     assert parsed.load_history == str(tmp_path / "load-history")
     assert (parsed.load_history_flush, parsed.load_history_retention) == (60.0, 604800.0)
 

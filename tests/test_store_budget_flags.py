@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from scalable_topics.cli import build_parser, main
-from scalable_topics.commands.broker_children import ChildBroker
+from scalable_topics.cli import main
 from scalable_topics.commands.store_flags import store_budget
 from scalable_topics.store import UNLIMITED, BudgetSettings
 from scalable_topics.store import url as store_urls
+from support.child_brokers import broker_arguments, child_broker
 
 EMBEDDED = "embedded:///var/lib/st/store.db"
 
@@ -132,20 +132,11 @@ def test_help_documents_the_flags(command: str, capsys: pytest.CaptureFixture[st
 
 
 def test_standalone_gives_its_child_brokers_the_same_budget(tmp_path: Path) -> None:
-    child = ChildBroker(
-        broker_id="broker-1",
-        data_dir=tmp_path / "broker-1",
-        store_url="embedded:///x.db",
-        host="127.0.0.1",
-        port=0,
-        log_path=tmp_path / "broker-1.log",
-        address_file=tmp_path / "broker-1.address",
-        store_budget=BudgetSettings(2.5, 7),
-    )
+    child = child_broker(tmp_path, store_budget=BudgetSettings(2.5, 7))
     argv = child.argv(7001)
     flags = argv[argv.index("--store-qps") :]
     assert flags == ["--store-qps", "2.5", "--store-burst", "7"]
-    parsed = build_parser().parse_args(argv[3:])  # after "python -m scalable_topics.cli"
+    parsed = broker_arguments(child)
     assert store_budget(parsed.store, parsed.store_qps, parsed.store_burst) == BudgetSettings(
         2.5, 7
     )

@@ -9,8 +9,8 @@ import pytest
 
 from scalable_topics.broker.config import BrokerConfig
 from scalable_topics.cli import build_parser, main
-from scalable_topics.commands.broker_children import ChildBroker
 from scalable_topics.commands.timeout_flags import timeout_argv, timeouts
+from support.child_brokers import broker_arguments, child_broker
 
 COMMANDS = {
     "broker": ["broker", "--data-dir", "d", "--store", "embedded:///x.db"],
@@ -65,17 +65,6 @@ def test_help_documents_the_flags_and_their_defaults(
 
 def test_standalone_gives_its_child_brokers_the_same_timeouts(tmp_path: Path) -> None:
     args = build_parser().parse_args([*COMMANDS["standalone"], *FLAGS])
-    child = ChildBroker(
-        broker_id="broker-1",
-        data_dir=tmp_path / "broker-1",
-        store_url="embedded:///x.db",
-        host="127.0.0.1",
-        port=0,
-        log_path=tmp_path / "broker-1.log",
-        address_file=tmp_path / "broker-1.address",
-        timeouts=timeouts(args),
-    )
-    argv = child.argv(6651)
-    broker_args = build_parser().parse_args(argv[argv.index("broker") :])
+    broker_args = broker_arguments(child_broker(tmp_path, timeouts=timeouts(args)), 6651)
     assert timeouts(broker_args) == timeouts(args)
     assert timeout_argv({}) == []
