@@ -27,6 +27,7 @@ from scalable_topics.broker.load_history_files import HistoryFiles, open_locatio
 from scalable_topics.broker.load_reporter import LoadReporter
 from scalable_topics.broker.load_row import LoadRow
 from scalable_topics.broker.segment import SegmentKey
+from scalable_topics.model.clock import ManualClock
 from scalable_topics.model.hash_range import HashRange
 from scalable_topics.model.resources import API_VERSION, TOPIC_LABEL, Segment, segment_object_name
 from scalable_topics.model.segment import descriptor
@@ -40,21 +41,10 @@ INTERVAL = 10.0
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.seconds = 0.0
-
-    def monotonic(self) -> float:
-        return self.seconds
-
-    def now(self) -> datetime:
-        return T0 + timedelta(seconds=self.seconds)
-
-
 class Steady:
     """A hosted segment as the reporter reads it, with a steady load of its own."""
 
-    def __init__(self, segment_id: int, rate: float, clock: Clock) -> None:
+    def __init__(self, segment_id: int, rate: float, clock: ManualClock) -> None:
         self.key = SegmentKey(NS, TOPIC, segment_id)
         self.sealed = False
         self.load = SegmentLoad(60.0, clock.monotonic)
@@ -92,7 +82,7 @@ def segment_object(segment: Steady) -> dict[str, Any]:
 
 async def run(segments: int, minutes: float, jitter: float) -> None:
     assert segments <= 4096, "at most 4096 segments of 16 hashes"
-    clock = Clock()
+    clock = ManualClock(T0)
     chance = random.Random(18)
     # Idle, cold, between the thresholds and near the split threshold (msg/s; 100 B each).
     levels = [0.0, 500.0, 1_000.0, 3_000.0, 5_000.0, 7_000.0]
@@ -126,7 +116,7 @@ async def run(segments: int, minutes: float, jitter: float) -> None:
                         messages = round(drawn * INTERVAL)
                         segment.load.produced(messages, messages * 100)
                         segment.load.dispatched(messages, messages * 100)
-                    clock.seconds += INTERVAL
+                    clock.advance(INTERVAL)
                     started = time.process_time()
                     await reporter.cycle()
                     cpu += time.process_time() - started
