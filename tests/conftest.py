@@ -1,12 +1,14 @@
 """Fixtures for every test folder (what they share beyond fixtures is in tests/support), and a
-run-wide check: a task whose failure nobody retrieved fails the run.
+run-wide check: a task whose failure nobody retrieved, or a task destroyed while pending,
+fails the run.
 
-asyncio reports such a task only when it is garbage collected ("Task exception was never
-retrieved"), which makes the defect easy to miss in a passing run. Here every test ends with a
-collection, and a report logged in this process during the test fails it; the log files the
-test's child processes (brokers, controllers) wrote under its ``tmp_path`` are read too. A
-report that comes later (a task collected during another test, a child of a session fixture)
-fails the whole run at its end.
+asyncio reports both only when the task is garbage collected ("Task exception was never
+retrieved", "Task was destroyed but it is pending!": a task nobody owns, waiting for something
+nobody will ever do), which makes the defect easy to miss in a passing run. Here every test
+ends with a collection, and a report logged in this process during the test fails it; the log
+files the test's child processes (brokers, controllers) wrote under its ``tmp_path`` are read
+too. A report that comes later (a task collected during another test, a child of a session
+fixture) fails the whole run at its end.
 
 Hypothesis runs without its per-example deadline (200 ms by default) and without its
 too-slow health check: both are timing assertions, which fail a correct test on a loaded
@@ -30,7 +32,10 @@ settings.register_profile(
 )
 settings.load_profile("scalable-topics")
 
-ORPHANED_FAILURE = "Task exception was never retrieved"
+ORPHANED_TASK_REPORTS = (
+    "Task exception was never retrieved",
+    "Task was destroyed but it is pending",
+)
 
 
 class _OrphanedFailures(logging.Handler):
@@ -40,7 +45,7 @@ class _OrphanedFailures(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         message = record.getMessage()
-        if message.startswith(ORPHANED_FAILURE):
+        if message.startswith(ORPHANED_TASK_REPORTS):
             self.reports.append(self.format(record))
 
 
@@ -70,9 +75,10 @@ def _child_reports(directory: Path) -> list[str]:
             text = path.read_text(errors="replace")
         except OSError:
             continue
-        if ORPHANED_FAILURE in text:
-            start = text.index(ORPHANED_FAILURE)
-            reports.append(f"{path.name}: {text[start : start + 2000]}")
+        for report in ORPHANED_TASK_REPORTS:
+            if report in text:
+                start = text.index(report)
+                reports.append(f"{path.name}: {text[start : start + 2000]}")
     return reports
 
 
@@ -88,7 +94,8 @@ def _no_orphaned_task_failures(request: pytest.FixtureRequest) -> Iterator[None]
     if reports:
         _late_reports.extend(reports)  # reported once more at the end of the run
         pytest.fail(
-            "a task failed and nobody retrieved its exception:\n" + "\n".join(reports),
+            "a task failed and nobody retrieved its exception, or was destroyed pending:\n"
+            + "\n".join(reports),
             pytrace=False,
         )
 
@@ -107,7 +114,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if reports:
         terminal = session.config.pluginmanager.get_plugin("terminalreporter")
         if terminal is not None:
-            terminal.section("tasks whose failure nobody retrieved", sep="=", red=True)
+            terminal.section(
+                "tasks whose failure nobody retrieved, or destroyed pending", sep="=", red=True
+            )
             for report in reports:
                 terminal.write_line(report)
         session.exitstatus = pytest.ExitCode.TESTS_FAILED

@@ -7,8 +7,9 @@ sealed segment and two children besides an active one: commands name those segme
 subscriptions and reach real logs, cursors and dispatchers.
 
 The oracle, after the fuzzing: the broker process is the one started and still runs (and the
-controller too); neither logged a traceback or "Task exception was never retrieved"; and a
-producer and a consumer of the client SDK still make a round trip through the fuzzed topic.
+controller too); neither logged a traceback, "Task exception was never retrieved" or "Task was
+destroyed but it is pending"; and a producer and a consumer of the client SDK still make a
+round trip through the fuzzed topic.
 """
 
 from __future__ import annotations
@@ -40,7 +41,11 @@ SUBSCRIPTIONS = (("queue", "Queue"), ("stream", "Stream"), ("checkpoint", "Check
 GRACE_SECONDS = 1.0
 READY_SECONDS = 60.0  # bounds a failing start only
 ROUND_TRIP_SECONDS = 120.0  # bounds a failing round trip only
-BAD_LOG_LINES = ("Traceback", "Task exception was never retrieved")
+BAD_LOG_LINES = (
+    "Traceback",
+    "Task exception was never retrieved",
+    "Task was destroyed but it is pending",
+)
 _RECORD_START = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d")
 
 

@@ -67,6 +67,8 @@ class Outcome:
                 f"InternalError answers: {self.tally.internal_errors}",
                 "orphaned task failures: "
                 + str(sum("Task exception was never retrieved" in p for p in self.problems)),
+                "tasks destroyed pending: "
+                + str(sum("Task was destroyed but it is pending" in p for p in self.problems)),
                 "tracebacks logged: " + str(sum("Traceback" in p for p in self.problems)),
                 f"round trip after the fuzzing: {self.round_trip} messages produced and consumed",
                 "CLEAN" if not failures else f"FAILED: {len(failures)} problems, the first ones:",

@@ -191,6 +191,8 @@ class HostedSegment:
         self._dedup = DedupTracker()
         self._in_flight: dict[tuple[str, int], asyncio.Future[int]] = {}
         self._subscriptions: dict[str, Subscription] = {}
+        # Creating or deleting a subscription awaits its cursor file: one change at a time.
+        self._subscription_changes = asyncio.Lock()
         self._last_publish_ms = 0
         self._entries_since_snapshot = 0
         self._deleted = False
@@ -493,32 +495,44 @@ class HostedSegment:
     # -- subscriptions --------------------------------------------------------------------------
 
     async def create_subscription(self, name: str, initial: InitialPosition) -> Subscription:
-        """Create ``name`` (idempotent: an existing subscription is returned unchanged)."""
-        if self._deleted:
-            raise SegmentError(ErrorCode.SEGMENT_NOT_FOUND, f"segment {self.key} was deleted")
-        existing = self._subscriptions.get(name)
+        """Create ``name`` (idempotent: an existing subscription is returned unchanged).
+        Single-flight: callers that race to create the same subscription (consumers starting
+        together) all get the one that was stored."""
+        existing = self._existing_subscription(name)
         if existing is not None:
             return existing
-        start = (
-            self._log.first_entry_id
-            if initial is InitialPosition.EARLIEST
-            else self._log.last_entry_id + 1
-        )
-        state = CursorState.starting_at(max(0, start))
-        await self._counting.count_from(state.first_unacked_entry)
-        await self._cursors.save(name, state)
-        subscription = self._subscriptions[name] = self._new_subscription(name, state)
-        return subscription
+        async with self._subscription_changes:
+            existing = self._existing_subscription(name)
+            if existing is not None:
+                return existing
+            start = (
+                self._log.first_entry_id
+                if initial is InitialPosition.EARLIEST
+                else self._log.last_entry_id + 1
+            )
+            state = CursorState.starting_at(max(0, start))
+            await self._counting.count_from(state.first_unacked_entry)
+            await self._cursors.save(name, state)
+            if self._deleted:  # deleted meanwhile: it stored nothing that lasts
+                raise SegmentError(ErrorCode.SEGMENT_NOT_FOUND, f"segment {self.key} was deleted")
+            subscription = self._subscriptions[name] = self._new_subscription(name, state)
+            return subscription
+
+    def _existing_subscription(self, name: str) -> Subscription | None:
+        if self._deleted:
+            raise SegmentError(ErrorCode.SEGMENT_NOT_FOUND, f"segment {self.key} was deleted")
+        return self._subscriptions.get(name)
 
     async def delete_subscription(self, name: str) -> bool:
-        subscription = self._subscriptions.pop(name, None)
-        if subscription is None:
-            return False
-        await subscription.close(
-            ErrorCode.SUBSCRIPTION_NOT_FOUND, f"subscription {name!r} was deleted"
-        )
-        await self._cursors.delete(name)
-        return True
+        async with self._subscription_changes:
+            subscription = self._subscriptions.pop(name, None)
+            if subscription is None:
+                return False
+            await subscription.close(
+                ErrorCode.SUBSCRIPTION_NOT_FOUND, f"subscription {name!r} was deleted"
+            )
+            await self._cursors.delete(name)
+            return True
 
     async def seek_by_timestamp(self, name: str, timestamp_ms: int) -> int:
         entry = await self._log.find_entry_by_timestamp(timestamp_ms)

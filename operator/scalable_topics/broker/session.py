@@ -23,7 +23,7 @@ from typing import Any
 from aiohttp import WSMsgType, web
 
 from ..model.authorization import OPEN_ACCESS, Action
-from ..model.position import Position
+from ..model.position import BATCH_INDEX_LIMIT, Position
 from ..model.resources import namespace_problem, subscription_name_problem
 from ..protocol import (
     SUPPORTED_VERSIONS,
@@ -75,6 +75,7 @@ from ..protocol import (
     speaks,
 )
 from ..protocol.limits import MAX_NAMESPACE_WATCH_FILTERS
+from ..tasks import report_failure
 from ..tokens import Authenticated, Authenticator, TokenRefused
 from ..ws_watchdog import Watchdog
 from .config import BrokerConfig
@@ -113,19 +114,24 @@ class _Producer:
     name: str
     segment: HostedSegment
     session: Session
+    # Resolved once its ProducerOpen is answered: True with ProducerOpened, False with a
+    # refusal (or none). A producer may be fenced while it is admitted, before it is told.
+    announced: asyncio.Future[bool]
     last_receipt: asyncio.Future[None] | None = None
     closed: bool = False
     in_flight: int = 0  # sends read and not answered yet
     refusing: tuple[ErrorCode, str] | None = None  # past its in-flight limit: closing
+
+    def settle_announcement(self, opened: bool) -> None:
+        if not self.announced.done():
+            self.announced.set_result(opened)
 
     async def closed_by_broker(self, code: ErrorCode, message: str) -> None:
         if self.closed:
             return
         self.closed = True
         self.session.forget_producer(self.producer_id, self, code, message)
-        # ProducerClosed comes after the answer to every Send already taken, so the producer
-        # knows exactly which of its batches were stored (and which go to the children).
-        self.session.send_after(self.last_receipt, ProducerClosed(self.producer_id, code, message))
+        self.session.announce_closed(self, ProducerClosed(self.producer_id, code, message))
 
 
 @dataclass(eq=False)
@@ -317,7 +323,7 @@ class Session:
                 consumer = self._consumer(command.consumer_id)
                 consumer.subscription.add_permits(consumer.dispatch_id, command.permits)
             case Ack():
-                self._spawn_request(self._ack(command))
+                self._spawn_request(command, self._ack(command))
             case Nack():
                 consumer = self._consumer(command.consumer_id)
                 consumer.subscription.nack(
@@ -344,7 +350,7 @@ class Session:
             case Unsubscribe():
                 await self._unsubscribe(command)
             case Seek():
-                self._spawn_request(self._seek(command))
+                self._spawn_request(command, self._seek(command))
             case Ping():
                 await self.send(Pong())
             case Pong():
@@ -431,35 +437,43 @@ class Session:
             )
         segment = self._segment(command.topic, command.segment_id)
         name = command.producer_name or f"{self._config.identity}-{next(_names)}"
-        producer = _Producer(command.producer_id, name, segment, self)
+        announced = asyncio.get_running_loop().create_future()
+        producer = _Producer(command.producer_id, name, segment, self, announced)
         self._closed_producers.pop(command.producer_id, None)
-        task = asyncio.get_running_loop().create_task(self._admit(command, producer))
+        task = self._spawn(self._admit(command, producer))
+        # Cancelled before it ran (the connection ended), it announced nothing.
+        task.add_done_callback(lambda _: producer.settle_announcement(False))
         self._opening[command.producer_id] = task
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
         # Not a pending request: a WaitForExclusive admission may wait for frames of this
         # connection (a producer it closes); --max-open-per-connection bounds these.
 
     async def _admit(self, command: ProducerOpen, producer: _Producer) -> None:
+        opened = False
         try:
-            grant = await producer.segment.open_producer(
-                producer, producer.name, command.access_mode, command.producer_epoch, producer
+            try:
+                grant = await producer.segment.open_producer(
+                    producer, producer.name, command.access_mode, command.producer_epoch, producer
+                )
+            except SegmentError as error:
+                await self.send(Error(command.request_id, error.code, str(error)))
+                return
+            finally:
+                self._opening.pop(command.producer_id, None)
+            if self._closing:
+                await producer.segment.close_producer(producer)
+                return
+            if not producer.closed:
+                self._producers[command.producer_id] = producer
+            # else fenced while it was admitted: it is told it opened, then that it closed.
+            last = producer.segment.highest_sequence_id(producer.name)
+            opened = True
+            await self.send(
+                ProducerOpened(
+                    command.request_id, producer.name, grant.epoch, None if last < 0 else last
+                )
             )
-        except SegmentError as error:
-            await self.send(Error(command.request_id, error.code, str(error)))
-            return
         finally:
-            self._opening.pop(command.producer_id, None)
-        if self._closing:
-            await producer.segment.close_producer(producer)
-            return
-        self._producers[command.producer_id] = producer
-        last = producer.segment.highest_sequence_id(producer.name)
-        await self.send(
-            ProducerOpened(
-                command.request_id, producer.name, grant.epoch, None if last < 0 else last
-            )
-        )
+            producer.settle_announcement(opened)
 
     async def _close_producer(self, command: ProducerClose) -> None:
         opening = self._opening.pop(command.producer_id, None)
@@ -587,7 +601,7 @@ class Session:
         self._tasks.add(task)
 
         def done(task: asyncio.Task[None]) -> None:
-            self._tasks.discard(task)
+            self._task_done(task)
             if not answered.done():  # cancelled before it started: answer() never ran
                 answering.close()
                 settle()
@@ -662,34 +676,26 @@ class Session:
         await self.send(Success(command.request_id))
 
     async def _ack(self, command: Ack) -> None:
-        try:
-            consumer = self._consumer(command.consumer_id)
-            positions = self._positions(consumer, command.message_ids)
-            await consumer.subscription.ack(
-                consumer.dispatch_id,
-                positions,
-                command.ack_type is AckType.CUMULATIVE,
-            )
-        except BrokerError as error:
-            await self.send(Error(command.request_id, error.code, str(error)))
-            return
+        consumer = self._consumer(command.consumer_id)
+        positions = self._positions(consumer, command.message_ids)
+        await consumer.subscription.ack(
+            consumer.dispatch_id,
+            positions,
+            command.ack_type is AckType.CUMULATIVE,
+        )
         if command.request_id is not None:
             await self.send(Success(command.request_id))
 
     async def _seek(self, command: Seek) -> None:
-        try:
-            consumer = self._consumer(command.consumer_id)
-            if command.message_id is not None:
-                await consumer.subscription.seek(
-                    self._positions(consumer, (command.message_id,))[0].entry_id
-                )
-            elif command.timestamp_ms is not None:
-                await consumer.segment.seek_by_timestamp(
-                    consumer.subscription.name, command.timestamp_ms
-                )
-        except BrokerError as error:
-            await self.send(Error(command.request_id, error.code, str(error)))
-            return
+        consumer = self._consumer(command.consumer_id)
+        if command.message_id is not None:
+            await consumer.subscription.seek(
+                self._positions(consumer, (command.message_id,))[0].entry_id
+            )
+        elif command.timestamp_ms is not None:
+            await consumer.segment.seek_by_timestamp(
+                consumer.subscription.name, command.timestamp_ms
+            )
         await self.send(Success(command.request_id))
 
     # -- DAG watches ----------------------------------------------------------------------------
@@ -832,6 +838,14 @@ class Session:
                     f"message id {message_id} belongs to segment {segment_id}, "
                     f"consumer {consumer.consumer_id} reads segment {consumer.segment.key.segment_id}",
                 )
+            if batch_index >= BATCH_INDEX_LIMIT:
+                # No batch holds that many messages, and the dispatcher's bookkeeping would
+                # take such an index for another message's.
+                raise _RequestFailed(
+                    ErrorCode.INVALID_REQUEST,
+                    f"message id {message_id} has batch index {batch_index}: a batch holds "
+                    f"fewer than {BATCH_INDEX_LIMIT} messages",
+                )
             positions.append(Position(entry_id, batch_index))
         if not positions:
             raise _RequestFailed(ErrorCode.INVALID_REQUEST, "the request names no message")
@@ -845,12 +859,17 @@ class Session:
     def forget_producer(
         self, producer_id: int, producer: _Producer, code: ErrorCode, message: str
     ) -> None:
-        if self._producers.get(producer_id) is producer:
+        """The broker closed ``producer``: remember why, for its late sends. A producer closed
+        while it is admitted (not announced yet) is remembered too: it is told it opened."""
+        registered = self._producers.get(producer_id)
+        if registered is producer:
             del self._producers[producer_id]
-            self._closed_producers.pop(producer_id, None)  # re-inserted as the newest
-            self._closed_producers[producer_id] = (code, message, producer)
-            if len(self._closed_producers) > _CLOSED_PRODUCERS_KEPT:
-                del self._closed_producers[next(iter(self._closed_producers))]
+        elif registered is not None or producer.announced.done():
+            return  # closed already, its id taken again since
+        self._closed_producers.pop(producer_id, None)  # re-inserted as the newest
+        self._closed_producers[producer_id] = (code, message, producer)
+        if len(self._closed_producers) > _CLOSED_PRODUCERS_KEPT:
+            del self._closed_producers[next(iter(self._closed_producers))]
 
     def forget_watch(self, watch: TopicWatch) -> None:
         if self._watches.get(watch.watch_id) is watch:
@@ -860,26 +879,53 @@ class Session:
         if self._consumers.get(consumer_id) is consumer:
             del self._consumers[consumer_id]
 
-    def send_after(self, answered: asyncio.Future[None] | None, command: Command) -> None:
-        """Send ``command`` once ``answered`` is done, without holding up the caller."""
+    def announce_closed(self, producer: _Producer, closed: ProducerClosed) -> None:
+        """Send ``closed`` without holding up the caller, in the producer's story's order:
+        after ProducerOpened (never for a producer whose open was refused), and after the
+        answer to every Send already taken, so the producer knows exactly which of its
+        batches were stored (and which go to the children)."""
+        answered = producer.last_receipt
 
-        async def send_when_answered() -> None:
+        async def send_in_order() -> None:
+            if not await asyncio.shield(producer.announced):
+                return  # it never began, so it does not end
             if answered is not None:
                 await asyncio.shield(answered)  # the answer's own task completes it
-            await self.send(command)
+            await self.send(closed)
 
-        self._spawn(send_when_answered())
+        self._spawn(send_in_order())
 
     def _spawn(self, work: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+        """Run ``work`` as a task of this connection: cancelled and awaited when it ends, and
+        a failure logged (so none is left for asyncio to report unretrieved)."""
         task = asyncio.get_running_loop().create_task(work)
         self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(self._task_done)
         return task
 
-    def _spawn_request(self, work: Coroutine[Any, Any, None]) -> None:
+    def _task_done(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        report_failure(task, log, "a connection's task")
+
+    def _spawn_request(self, command: Command, work: Coroutine[Any, Any, None]) -> None:
         """Run a client's request (an acknowledgement, a seek) as a task: it counts towards
-        the connection's pending requests until it ends."""
-        self._publishes.request_started(self._spawn(work))
+        the connection's pending requests until it ends, and its failure is answered as an
+        Error for the request, as a request served in the read loop is."""
+
+        async def answered() -> None:
+            try:
+                await work
+            except BrokerError as failure:
+                await self.send(Error(_request_id(command), failure.code, str(failure)))
+            except Exception as error:
+                log.exception("%s failed", type(command).__name__)
+                await self.send(
+                    Error(
+                        _request_id(command), ErrorCode.INTERNAL_ERROR, f"internal error: {error}"
+                    )
+                )
+
+        self._publishes.request_started(self._spawn(answered()))
 
     async def send(self, command: Command) -> None:
         if self._ws.closed:
@@ -915,13 +961,19 @@ class Session:
             if self._namespace_registry is not None:
                 self._namespace_registry.release(namespace_watch)
             await namespace_watch.cancel()
-        for task in list(self._tasks):
+        tasks = list(self._tasks)
+        for task in tasks:
             task.cancel()
-        if self._links is not None:
-            # Last: it awaits, and the handler may be cancelled meanwhile. The registrations
-            # and a holder's grant stay with their controllers for the grace period.
-            with contextlib.suppress(Exception):
-                await self._links.close()
+        try:
+            if tasks:
+                await asyncio.wait(tasks)  # their failures are logged as they end
+        finally:
+            if self._links is not None:
+                # Last: it awaits, and the handler may be cancelled meanwhile. The
+                # registrations and a holder's grant stay with their controllers for the
+                # grace period.
+                with contextlib.suppress(Exception):
+                    await self._links.close()
 
 
 # The commands that open something a connection then holds (bounded by open_handles).

@@ -573,18 +573,22 @@ class Subscription:
         self._read_entry = self._cursor.first_unacked_entry
 
     async def _batch_size(self, position: Position) -> int:
+        """The size of the batch holding ``position``; InvalidRequest when no message is there."""
         cached = self._cache.get(position)
+        pending = None
+        if cached is None and self._dispatcher is not None:
+            pending = self._dispatcher.pending_message(position)
         if cached is not None:
-            return cached[0].batch_size
-        pending = None if self._dispatcher is None else self._dispatcher.pending_message(position)
-        if pending is not None:
-            return pending.batch_size
-        entries = await self._log.read_entries(position.entry_id, 1, _READ_BYTES)
-        if not entries or entries[0][0] != position.entry_id:
-            raise SubscriptionError(
-                ErrorCode.INVALID_REQUEST, f"message {position} does not exist in this segment"
-            )
-        size = len(decode_batch(entries[0][2]).messages)
+            size = cached[0].batch_size
+        elif pending is not None:
+            size = pending.batch_size
+        else:
+            entries = await self._log.read_entries(position.entry_id, 1, _READ_BYTES)
+            if not entries or entries[0][0] != position.entry_id:
+                raise SubscriptionError(
+                    ErrorCode.INVALID_REQUEST, f"message {position} does not exist in this segment"
+                )
+            size = len(decode_batch(entries[0][2]).messages)
         if position.batch_index >= size:
             raise SubscriptionError(
                 ErrorCode.INVALID_REQUEST,

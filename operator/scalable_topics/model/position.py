@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Final, NamedTuple
+
+# Every batch index is below this: a batch is a msgpack array, which holds fewer than 2^32
+# items. The broker packs a position into one int on that promise (dispatch/pending.py), so an
+# index a client names must be checked against it before it reaches a dispatcher.
+BATCH_INDEX_LIMIT: Final = 2**32
 
 
 class Position(NamedTuple):

@@ -3,23 +3,25 @@
 A consumer may hold tens of thousands of messages unacknowledged (up to its unacked limit), so
 what the broker keeps per message counts: here, one dict entry from an int to an int. The key
 is the message's position packed into one int (entry id above bit 32, batch index below: a
-batch never holds 2^32 messages); the value is its batch size, with its key hash above bit 32
-when it has one. Modes other than Key_Shared carry no key hash, and the messages of one log
-entry share their batch size's int object, so only the key costs memory of its own: about 32
-bytes, where a Position tuple costs 64 and a Message record 72 more. Positions and Messages are
-rebuilt when messages leave (acks, redeliveries), which is rare next to holding them.
+batch never holds 2^32 messages, and the session refuses a position that says otherwise); the
+value is its batch size, with its key hash above bit 32 when it has one. Modes other than
+Key_Shared carry no key hash, and the messages of one log entry share their batch size's int
+object, so only the key costs memory of its own: about 32 bytes, where a Position tuple costs
+64 and a Message record 72 more. Positions and Messages are rebuilt when messages leave (acks,
+redeliveries), which is rare next to holding them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 
-from scalable_topics.model.position import Position
+from scalable_topics.model.position import BATCH_INDEX_LIMIT, Position
 
 from .base import Message
 
 _BITS = 32
 _MASK = (1 << _BITS) - 1
+assert BATCH_INDEX_LIMIT == 1 << _BITS
 _make = tuple.__new__  # Message and Position are NamedTuples: build them in C
 
 
