@@ -9,6 +9,7 @@ import pytest
 from kubeapi_crds import resource_types
 
 from scalable_topics.kubeapi import builtins, discovery, openapi
+from scalable_topics.kubeapi.openapi_protobuf import encode_document
 from scalable_topics.kubeapi.resources import ResourceType
 from scalable_topics.kubeapi.status import ApiError
 
@@ -261,15 +262,49 @@ def test_v2_document() -> None:
         assert ref.removeprefix("#/definitions/") in definitions, ref
 
 
-def test_openapi_is_json_only() -> None:
+PROTOBUF_V2 = "application/com.github.proto-openapi.spec.v2@v1.0+protobuf"
+
+
+@pytest.mark.parametrize(
+    "accept",
+    [
+        PROTOBUF_V2,  # what kubectl sends, and all it sends
+        "application/com.github.proto-openapi.spec.v2.v1.0+protobuf",
+        f"application/yaml, {PROTOBUF_V2};q=0.9",
+    ],
+)
+def test_openapi_v2_in_protobuf_for_a_client_that_asks_for_it(accept: str) -> None:
+    served = openapi.serve("/openapi/v2", {}, RESOURCES, accept=accept)
+    assert served == (
+        "application/com.github.proto-openapi.spec.v2.v1.0+protobuf",
+        encode_document(openapi.v2_document(RESOURCES)),
+    )
+
+
+@pytest.mark.parametrize(
+    "accept",
+    [None, "*/*", "application/json", "application/*", f"{PROTOBUF_V2};q=0.5, application/json"],
+)
+def test_openapi_v2_in_json_otherwise(accept: str | None) -> None:
+    served = openapi.serve("/openapi/v2", {}, RESOURCES, accept=accept)
+    assert served == ("application/json", openapi.v2_document(RESOURCES))
+
+
+@pytest.mark.parametrize(
+    ("path", "accept"),
+    [
+        ("/openapi/v2", "application/yaml"),
+        ("/openapi/v2", "text/html"),
+        ("/openapi/v3", "application/com.github.proto-openapi.spec.v3@v1.0+protobuf"),
+    ],
+)
+def test_openapi_refuses_what_it_does_not_serve(path: str, accept: str) -> None:
     with pytest.raises(ApiError) as raised:
-        openapi.serve(
-            "/openapi/v2",
-            {},
-            RESOURCES,
-            accept="application/com.github.proto-openapi.spec.v2@v1.0+protobuf",
-        )
+        openapi.serve(path, {}, RESOURCES, accept=accept)
     assert raised.value.code == 406
+
+
+def test_openapi_paths_it_does_not_have() -> None:
     assert openapi.serve("/openapi/v3/apis/nothing/v1", {}, RESOURCES) is None
     assert openapi.serve("/openapi/v4", {}, RESOURCES) is None
 

@@ -180,6 +180,28 @@ async def test_apply_asks_for_server_side_field_validation(
     assert created.query["fieldValidation"] == "Strict"
 
 
+async def test_apply_of_a_kind_no_crd_defines_validates_it_against_openapi_v2_in_protobuf(
+    kubectl: Kubectl, kube_api: KubeApi, tmp_path: Path
+) -> None:
+    """The v3 documents have no Widget, so kubectl validates it client-side: it reads
+    /openapi/v2 in protobuf (nothing else), finds no definition of the kind and leaves the
+    error to the mapping step."""
+    manifest = tmp_path / "widget.yaml"
+    manifest.write_text("apiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: w1\n")
+    refused = await kubectl("apply", "-f", str(manifest), check=False)
+    assert refused == (
+        f'error: resource mapping not found for name: "w1" namespace: "" from "{manifest}": '
+        'no matches for kind "Widget" in version "example.com/v1"\n'
+        "ensure CRDs are installed first\n"
+    )
+    [v2] = kube_api.recorder.find("/openapi/v2")
+    assert (v2.accept, v2.status) == (
+        "application/com.github.proto-openapi.spec.v2@v1.0+protobuf",
+        200,
+    )
+    assert not [r for r in kube_api.recorder.requests if r.method != "GET"]
+
+
 async def test_apply_patches_crd_kinds_with_merge_patch_and_builtins_with_strategic(
     kubectl: Kubectl, kube_api: KubeApi, tmp_path: Path
 ) -> None:

@@ -116,6 +116,64 @@ def test_apply_crds_then_examples_then_again_changes_nothing(standalone: Path) -
     assert "scalabletopic.scalabletopics.dev/orders unchanged" in again.stdout
 
 
+def _no_matches(source: Path, name: str, kind: str, api_version: str) -> str:
+    """What kubectl says of a manifest whose kind the server does not serve."""
+    return (
+        f'error: resource mapping not found for name: "{name}" namespace: "" from "{source}": '
+        f'no matches for kind "{kind}" in version "{api_version}"\n'
+        "ensure CRDs are installed first\n"
+    )
+
+
+def test_apply_of_a_kind_no_crd_defines_says_to_install_the_crds(
+    standalone: Path, tmp_path: Path
+) -> None:
+    manifest = tmp_path / "widget.yaml"
+    manifest.write_text(
+        "apiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: w1\nspec: {}\n"
+    )
+    refused = kubectl(standalone, "apply", "-f", str(manifest), check=False)
+    assert refused.returncode == 1
+    assert refused.stderr == _no_matches(manifest, "w1", "Widget", "example.com/v1")
+
+
+def test_apply_f_of_the_crds_directory_applies_the_crds_and_refuses_the_kustomization(
+    standalone: Path,
+) -> None:
+    """``-f crds/`` reads every YAML file there, kustomization.yaml included (``-k`` is what
+    builds it): the CRDs are applied, the Kustomization is a kind the server does not serve."""
+    done = kubectl(standalone, "apply", "-f", str(CRDS), check=False)
+    assert done.returncode == 1
+    applied = [line.rsplit(" ", 1)[0] for line in done.stdout.splitlines()]
+    assert applied == [
+        "customresourcedefinition.apiextensions.k8s.io/scalabletopics.scalabletopics.dev",
+        "customresourcedefinition.apiextensions.k8s.io/segments.scalabletopics.dev",
+    ]
+    kustomization = _no_matches(
+        CRDS / "kustomization.yaml", "", "Kustomization", "kustomize.config.k8s.io/v1beta1"
+    )
+    assert done.stderr.endswith(kustomization), done.stderr
+
+
+def test_a_list_is_validated_client_side_against_the_openapi_v2_schemas(
+    standalone: Path,
+) -> None:
+    """A ``kind: List`` is validated by kubectl itself, against /openapi/v2: each item by the
+    definition that names its kind."""
+    topic = yaml.safe_load((EXAMPLES / "orders-topic.yaml").read_text())
+    topic["metadata"]["name"] = "listed"
+    listed = {"apiVersion": "v1", "kind": "List", "items": [topic]}
+    done = kubectl(standalone, "apply", "--dry-run=server", "-f", "-", stdin=yaml.safe_dump(listed))
+    assert "scalabletopic.scalabletopics.dev/listed created (server dry run)" in done.stdout
+    topic["spec"]["bogus"] = 1
+    refused = kubectl(standalone, "apply", "-f", "-", stdin=yaml.safe_dump(listed), check=False)
+    assert refused.returncode == 1
+    assert (
+        'ValidationError(ScalableTopic.spec): unknown field "bogus" in '
+        "dev.scalabletopics.v1alpha1.ScalableTopic.spec"
+    ) in refused.stderr, refused.stderr
+
+
 async def test_get_shows_the_printer_columns_and_wait_sees_ready(standalone: Path) -> None:
     kubectl(standalone, "apply", "-f", str(EXAMPLES))
     kubectl(standalone, "wait", "--for=condition=Ready", "st/orders", f"--timeout={TIMEOUT:g}s")

@@ -7,9 +7,11 @@ kubectl reads the v3 documents: ``kubectl explain`` finds the resource's path
 ``x-kubernetes-group-version-kind`` lists that kind, following ``$ref``s. ``kubectl apply``
 (and create, replace, edit) leaves validation to the server, sending ``fieldValidation=Strict``,
 only when the PATCH operation of the kind's item path lists a ``fieldValidation`` query
-parameter; otherwise it validates client-side. And it builds a strategic merge patch only for
-kinds whose PATCH accepts ``application/strategic-merge-patch+json`` (the built-in ones; kinds
-CRDs define get JSON merge patches).
+parameter; otherwise (a kind no CRD defines, a ``kind: List``) it validates client-side against
+``/openapi/v2``, which it asks for in protobuf only (see openapi_protobuf). And it builds a
+strategic merge patch only for kinds whose PATCH accepts
+``application/strategic-merge-patch+json`` (the built-in ones; kinds CRDs define get JSON merge
+patches).
 
 Definitions are named as the API server names them: ``io.k8s.api.coordination.v1.Lease``,
 ``dev.scalabletopics.v1alpha1.ScalableTopic`` (the group reversed), with the
@@ -19,17 +21,20 @@ Definitions are named as the API server names them: ``io.k8s.api.coordination.v1
 from __future__ import annotations
 
 import copy
+import functools
 import hashlib
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from . import openapi_protobuf
 from .discovery import groups
 from .resources import ResourceType
 from .tables import not_acceptable, parse_accept
 
 Object = dict[str, Any]
 JSON = "application/json"
+V2_PROTOBUF = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf"
 
 META = "io.k8s.apimachinery.pkg.apis.meta.v1"
 _BUILTIN_PACKAGES = {
@@ -963,26 +968,56 @@ def _accepts_json(accept: str | None) -> bool:
     )
 
 
+# What /openapi/v2 offers, in kube-openapi's order: (subtype asked for, Content-Type answered).
+_V2_MEDIA_TYPES = (
+    ("json", JSON),
+    ("com.github.proto-openapi.spec.v2@v1.0+protobuf", V2_PROTOBUF),
+    ("com.github.proto-openapi.spec.v2.v1.0+protobuf", V2_PROTOBUF),
+)
+
+
+def _v2_media_type(accept: str | None) -> str:
+    """As kube-openapi negotiates: the first media range (best first) that one of
+    ``_V2_MEDIA_TYPES`` matches, wildcards included; no Accept is ``*/*``; none is 406."""
+    for clause in parse_accept(accept or "*/*"):
+        for subtype, content_type in _V2_MEDIA_TYPES:
+            if clause.type in ("application", "*") and clause.subtype in (subtype, "*"):
+                return content_type
+    raise not_acceptable()
+
+
+@functools.lru_cache(maxsize=1)
+def _v2_protobuf(document: bytes) -> bytes:
+    """The JSON ``document`` in protobuf, encoded again only when it changes (a CRD applied or
+    deleted), as kube-apiserver keeps it: the encoding takes several times longer than building
+    the document."""
+    return openapi_protobuf.encode_document(json.loads(document))
+
+
 def serve(
     path: str,
     query: Mapping[str, str] | None,
     resources: Sequence[ResourceType],
     *,
     accept: str | None = None,
-) -> tuple[str, Object] | None:
+) -> tuple[str, Object | bytes] | None:
     """(Content-Type, body) for ``/openapi/v2``, ``/openapi/v3`` and
     ``/openapi/v3/<api/v1 | apis/<group>/<version>>`` (any ``?hash=`` is accepted), or None
     when ``path`` is not one of them.
 
-    Only JSON is served: kubectl asks ``/openapi/v2`` for protobuf alone
-    (``application/com.github.proto-openapi.spec.v2@v1.0+protobuf``, where it only falls back
-    to v2), and gets 406 when ``accept`` is given."""
+    ``/openapi/v2`` is JSON or, for a client that asks for it, protobuf (bytes): kubectl asks
+    for protobuf alone when it validates a manifest client-side. The v3 documents are JSON
+    only."""
     path = path.rstrip("/")
-    is_openapi = path in ("/openapi/v2", "/openapi/v3") or path.startswith("/openapi/v3/")
-    if is_openapi and not _accepts_json(accept):
-        raise not_acceptable()
     if path == "/openapi/v2":
-        return JSON, v2_document(resources)
+        content_type = _v2_media_type(accept)
+        swagger = v2_document(resources)
+        if content_type == V2_PROTOBUF:
+            return content_type, _v2_protobuf(json.dumps(swagger).encode())
+        return content_type, swagger
+    is_v3 = path == "/openapi/v3" or path.startswith("/openapi/v3/")
+    if is_v3 and not _accepts_json(accept):
+        raise not_acceptable()
     if path == "/openapi/v3":
         return JSON, v3_index(resources)
     prefix = "/openapi/v3/"

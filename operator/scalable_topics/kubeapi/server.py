@@ -198,6 +198,8 @@ class KubeApiServer:
         if served is None:
             raise not_found_resource()
         content_type, body = served
+        if isinstance(body, bytes):  # /openapi/v2 in protobuf
+            return web.Response(body=body, content_type=content_type)
         response = json_response(body)
         response.content_type = content_type.split(";")[0]
         response.headers["Content-Type"] = content_type
