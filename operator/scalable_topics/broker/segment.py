@@ -191,6 +191,9 @@ class HostedSegment:
         self._dedup = DedupTracker()
         self._in_flight: dict[tuple[str, int], asyncio.Future[int]] = {}
         self._subscriptions: dict[str, Subscription] = {}
+        # One creation at a time: the check that a name is new (and of the limit) and the
+        # insertion are apart by the cursor's write.
+        self._creating = asyncio.Lock()
         self._last_publish_ms = 0
         self._entries_since_snapshot = 0
         self._deleted = False
@@ -492,23 +495,34 @@ class HostedSegment:
 
     # -- subscriptions --------------------------------------------------------------------------
 
-    async def create_subscription(self, name: str, initial: InitialPosition) -> Subscription:
-        """Create ``name`` (idempotent: an existing subscription is returned unchanged)."""
-        if self._deleted:
-            raise SegmentError(ErrorCode.SEGMENT_NOT_FOUND, f"segment {self.key} was deleted")
-        existing = self._subscriptions.get(name)
-        if existing is not None:
-            return existing
-        start = (
-            self._log.first_entry_id
-            if initial is InitialPosition.EARLIEST
-            else self._log.last_entry_id + 1
-        )
-        state = CursorState.starting_at(max(0, start))
-        await self._counting.count_from(state.first_unacked_entry)
-        await self._cursors.save(name, state)
-        subscription = self._subscriptions[name] = self._new_subscription(name, state)
-        return subscription
+    async def create_subscription(
+        self, name: str, initial: InitialPosition, *, limit: int | None = None
+    ) -> Subscription:
+        """Create ``name`` (idempotent: an existing subscription is returned unchanged).
+        ``limit``: refuse (InvalidRequest) to create one while the segment holds that many."""
+        async with self._creating:
+            if self._deleted:
+                raise SegmentError(ErrorCode.SEGMENT_NOT_FOUND, f"segment {self.key} was deleted")
+            existing = self._subscriptions.get(name)
+            if existing is not None:
+                return existing
+            if limit is not None and len(self._subscriptions) >= limit:
+                raise SegmentError(
+                    ErrorCode.INVALID_REQUEST,
+                    f"subscription {name!r} cannot be created: segment {self.key} holds "
+                    f"{len(self._subscriptions)} subscriptions, the most consumers may create "
+                    f"({limit}, maxSubscriptionsPerTopic)",
+                )
+            start = (
+                self._log.first_entry_id
+                if initial is InitialPosition.EARLIEST
+                else self._log.last_entry_id + 1
+            )
+            state = CursorState.starting_at(max(0, start))
+            await self._counting.count_from(state.first_unacked_entry)
+            await self._cursors.save(name, state)
+            subscription = self._subscriptions[name] = self._new_subscription(name, state)
+            return subscription
 
     async def delete_subscription(self, name: str) -> bool:
         subscription = self._subscriptions.pop(name, None)
