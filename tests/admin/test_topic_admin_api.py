@@ -180,7 +180,7 @@ async def test_subscriptions_over_http(service: Service, http: aiohttp.ClientSes
             "PUT",
             TOPIC,
             {"subscriptions": [{"name": f"s{i}"} for i in range(1001)]},
-            "invalid topic: spec.subscriptions: a topic has at most 1000 subscriptions "
+            "invalid request body: subscriptions: a topic has at most 1000 subscriptions "
             "(maxSubscriptionsPerTopic), not 1001",
         ),
     ],
