@@ -66,9 +66,8 @@ class CreateSegment(AdminBody):
         default_factory=list, max_length=MAX_SEGMENT_SUBSCRIPTIONS
     )
     producer_epoch: int = Field(default=0, ge=0, le=MAX_PRODUCER_EPOCH)
-    producer_holder: ProducerName | None = (
-        None  # the topic-wide exclusive holder it is reserved for
-    )
+    # The topic-wide exclusive holder it is reserved for.
+    producer_holder: ProducerName | None = None
     retention: Retention | None = None
 
 

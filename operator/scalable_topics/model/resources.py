@@ -47,9 +47,9 @@ MAX_SUBSCRIPTIONS_PER_TOPIC: Final = 1000
 # each up to MAX_SUBSCRIPTIONS_PER_TOPIC. A merge whose parents hold more between them is
 # refused rather than made.
 MAX_SEGMENT_SUBSCRIPTIONS: Final = 2 * MAX_SUBSCRIPTIONS_PER_TOPIC
-# A producer's name, and so an exclusive holder's: above any name a broker chooses (its
-# identity, a DNS name of at most 253 characters, and a counter), well below what would cost
-# each log record and the topic's status more than the messages.
+# A producer's name, and so an exclusive holder's: above the names a broker chooses (its
+# identity, by default HOST:PORT with a host name of at most 253 characters, and a counter),
+# well below what would cost each log record (it holds the name) more than its messages.
 PRODUCER_NAME_MAX: Final = 1024
 # A topic's name is the value of its Segments' TOPIC_LABEL, and a label value has at most 63
 # characters: a longer name would make a topic whose Segments cannot be created.
