@@ -46,6 +46,7 @@ bench: install
 	$(BIN)/python benchmarks/bench_operator_path.py
 	$(BIN)/python benchmarks/bench_load_reporter.py
 	$(BIN)/python benchmarks/bench_load_job.py
+	$(BIN)/python benchmarks/bench_admin_put.py
 
 # Splits, merges and SIGKILLs under load; ARGS=--long runs for minutes.
 check-scaling: install

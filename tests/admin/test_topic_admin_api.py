@@ -160,6 +160,29 @@ async def test_subscriptions_over_http(service: Service, http: aiohttp.ClientSes
         ("PUT", "/admin/v1/topics/default/Bad_Name", {}, "not a DNS label"),
         ("POST", TOPIC + "/split", {"segment": -1}, "request body: segment"),
         ("POST", TOPIC + "/merge", {"segments": [1]}, "request body: segments"),
+        # Strict: a value of another type is refused, never coerced.
+        (
+            "POST",
+            TOPIC + "/split",
+            {"segment": "0"},
+            "invalid request body: segment: Input should be a valid integer",
+        ),
+        ("POST", TOPIC + "/split", {"segment": True}, "request body: segment"),
+        ("POST", TOPIC + "/split", {"segment": 0.0}, "request body: segment"),
+        ("POST", TOPIC + "/split", {"segment": 0, "timeoutSeconds": "5"}, "timeoutSeconds"),
+        ("POST", TOPIC + "/merge", {"segments": ["1", "2"]}, "request body: segments.0"),
+        ("PUT", TOPIC, {"initialSegments": "2"}, "request body: initialSegments"),
+        ("PUT", TOPIC, {"subscriptions": [{"name": 7}]}, "request body: subscriptions.0.name"),
+        ("PUT", TOPIC, {"retention": {"maxAgeSeconds": "60"}}, "retention.maxAgeSeconds"),
+        ("PUT", TOPIC, {"autoScale": {"minSegments": "2"}}, "spec.autoScale.minSegments"),
+        ("PUT", TOPIC + "/subscriptions/audit", {"type": 1}, "request body: type"),
+        (
+            "PUT",
+            TOPIC,
+            {"subscriptions": [{"name": f"s{i}"} for i in range(1001)]},
+            "invalid request body: subscriptions: a topic has at most 1000 subscriptions "
+            "(maxSubscriptionsPerTopic), not 1001",
+        ),
     ],
 )
 async def test_invalid_requests_name_the_field(
@@ -171,8 +194,24 @@ async def test_invalid_requests_name_the_field(
     named: str,
 ) -> None:
     status, refused = await call(http, service, method, path, body)
-    assert (status, refused["code"]) == (400, "InvalidRequest")
+    assert (status, refused["code"]) == (400, "InvalidRequest"), refused
     assert named in refused["message"]
+    assert (await call(http, service, "GET", TOPIC))[0] == 404  # nothing was written
+
+
+async def test_a_body_past_its_bound_is_refused_before_it_is_parsed(
+    service: Service, http: aiohttp.ClientSession
+) -> None:
+    """20,000 subscriptions (the issue's body) cannot reach the topic: past 256 KiB a topic's
+    body is refused, unparsed; past 512 KiB aiohttp stops reading it."""
+    for entry, bound in (("s{}", 262_144), ("subscription-{}", 524_288)):
+        body = {"subscriptions": [{"name": entry.format(i)} for i in range(20_000)]}
+        status, refused = await call(http, service, "PUT", TOPIC, body)
+        assert (status, refused["code"]) == (413, "InvalidRequest"), refused
+        assert refused["message"].startswith("invalid request body: ")
+        assert str(bound) in refused["message"]
+    assert (await call(http, service, "GET", TOPIC))[0] == 404
+    assert (await call(http, service, "GET", "/healthz"))[0] == 200
 
 
 async def test_scaling_an_absent_topic_is_not_found(

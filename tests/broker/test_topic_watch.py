@@ -267,7 +267,8 @@ async def test_a_topic_without_a_layout_is_answered_when_its_first_layout_is_wri
     [
         ("orders", ErrorCode.INVALID_REQUEST, "namespace/name"),
         ("shop/Orders", ErrorCode.INVALID_REQUEST, "'Orders'"),
-        ("/orders", ErrorCode.INVALID_REQUEST, "namespace ''"),
+        ("/orders", ErrorCode.INVALID_REQUEST, "namespace must not be empty"),
+        (f"{'n' * 64}/orders", ErrorCode.INVALID_REQUEST, "(it has 64 characters)"),
         ("shop/invoices", ErrorCode.TOPIC_NOT_FOUND, "shop/invoices"),
     ],
 )

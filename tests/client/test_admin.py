@@ -72,6 +72,16 @@ async def wait_for_layout(admin: Admin, topic: str) -> int:
             await asyncio.sleep(0.05)
 
 
+async def test_more_subscriptions_than_a_topic_takes_are_refused_before_anything_is_sent() -> None:
+    async with Admin("http://127.0.0.1:1") as admin:  # nothing listens there
+        with pytest.raises(ValueError, match="invalid topic") as refused:
+            await admin.create_topic("orders", subscriptions=[f"s{i}" for i in range(1001)])
+    assert str(refused.value) == (
+        "invalid topic: spec.subscriptions: a topic has at most 1000 subscriptions "
+        "(maxSubscriptionsPerTopic), not 1001"
+    )
+
+
 async def test_admin_manages_topics_end_to_end(service: Service) -> None:
     async with Admin(service.url) as admin:
         created = await admin.create_topic(

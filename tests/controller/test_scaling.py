@@ -274,6 +274,31 @@ async def test_a_merge_of_adjacent_segments_seals_both_and_unions_their_subscrip
     assert auto_scale.last_split_time is None
 
 
+async def test_a_merge_whose_child_would_hold_too_many_subscriptions_is_rolled_back(
+    cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each parent holds what consumers created on it: the union may pass what a segment is
+    created with (MAX_SEGMENT_SUBSCRIPTIONS, 3 here): refused before anything is sealed."""
+    monkeypatch.setattr(scaling, "MAX_SEGMENT_SUBSCRIPTIONS", 3)
+    await create_topic(cluster)  # billing
+    segments = await cluster.segments()
+    for segment_id, name in ((0, "audit"), (0, "replay"), (1, "trace")):
+        broker = segments[segment_id].status.broker
+        assert broker is not None
+        descriptor = segments[segment_id].metadata.name.removeprefix("orders-")
+        await cluster.admin.create_subscription(broker, "default", "orders", descriptor, name)
+    await cluster.request(MERGE_ANNOTATION, "0,1")
+    topic = await cluster.settle()
+    last = topic.status.last_operation
+    assert last is not None and (last.kind, last.result) == ("Merge", "RolledBack")
+    assert last.message.endswith(
+        "the parents hold 4 subscriptions between them, more than a segment takes (3): "
+        "delete some first"
+    )
+    assert topic.status.epoch == 0 and sorted(await cluster.segments()) == [0, 1]
+    assert {s.status.state for s in (await cluster.segments()).values()} == {"Active"}
+
+
 async def test_the_next_request_written_as_the_answered_one_is_cleared_keeps_its_requester(
     cluster: Cluster, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -236,6 +236,13 @@ TOPIC_REFUSALS: list[tuple[str, Callable[[dict[str, Any]], None], str, CauseType
         'Unsupported value: "Fanout": supported values: "Queue", "Stream", "Checkpoint"',
     ),
     (
+        "more subscriptions than maxSubscriptionsPerTopic",
+        _set("spec.subscriptions", [{"name": f"s{index}"} for index in range(1001)]),
+        "spec.subscriptions",
+        CauseType.TOO_MANY,
+        "Too many: 1001: must have at most 1000 items",
+    ),
+    (
         "duplicate subscription",
         _set("spec.subscriptions.1.name", "billing"),
         "spec.subscriptions[1]",

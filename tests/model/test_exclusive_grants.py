@@ -114,6 +114,22 @@ def test_an_older_epoch_is_fenced_for_good() -> None:
     assert isinstance(stolen, Refuse) and stolen.reason is Refusal.FENCED
 
 
+@pytest.mark.parametrize(
+    "mode", [Mode.EXCLUSIVE, Mode.WAIT_FOR_EXCLUSIVE, Mode.EXCLUSIVE_WITH_FENCING]
+)
+def test_a_name_longer_than_any_holder_may_have_is_refused(mode: ProducerAccessMode) -> None:
+    """The holder is fenced onto every segment: a name their admin API would refuse (more than
+    PRODUCER_NAME_MAX characters) is refused here, before anything is granted."""
+    refused = decide(ProducerHold(3), False, "p" * 1025, mode, None)
+    assert refused == Refuse(
+        Refusal.INVALID,
+        "producer_name: a producer name has at most 1024 characters, not 1025",
+    )
+    assert decide(ProducerHold(3), False, "p" * 1024, Mode.EXCLUSIVE_WITH_FENCING, None) == (
+        TakeOver(4)
+    )
+
+
 def test_an_epoch_never_granted_is_refused() -> None:
     for epoch in (0, 4):
         invalid = decide(HELD, False, "a", Mode.EXCLUSIVE, epoch)

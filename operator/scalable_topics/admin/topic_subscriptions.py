@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ..model.resources import ScalableTopic, SubscriptionSpec
+from ..model.resources import ScalableTopic, SubscriptionSpec, subscription_count_problem
 from ..store import Conflict, Store
 from .broker_admin import BrokerAdmin
 from .errors import SubscriptionExists, SubscriptionNotFound
@@ -55,12 +55,16 @@ async def add_subscription(
     subscription: str,
     subscription_type: str = "Queue",
 ) -> ScalableTopic:
-    """Declare it; SubscriptionExists when the topic declares that name already."""
+    """Declare it; SubscriptionExists when the topic declares that name already, ValueError
+    when it declares MAX_SUBSCRIPTIONS_PER_TOPIC already (checked in the compare-and-swap)."""
     entry = subscription_spec(subscription, subscription_type).to_wire()
 
     def add(current: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if any(item.get("name") == subscription for item in current):
             raise SubscriptionExists(namespace, name, subscription)
+        problem = subscription_count_problem(len(current) + 1)
+        if problem is not None:
+            raise ValueError(f"invalid subscription: {subscription!r}: {problem}")
         return [*current, entry]
 
     return await _edit(store, namespace, name, add)

@@ -8,6 +8,7 @@ AlreadyExists) and ValueError for a request the resource model refuses, naming t
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -18,6 +19,7 @@ from ..model.resources import (
     ScalableTopic,
     Segment,
     namespace_problem,
+    subscription_count_problem,
     subscription_name_problem,
     topic_name_problem,
 )
@@ -64,8 +66,21 @@ def topic_manifest(
     retention: Mapping[str, int] | None = None,
     auto_scale: Mapping[str, Any] | None = None,
 ) -> ScalableTopic:
-    """The ScalableTopic to create, validated by the resource model."""
+    """The ScalableTopic to create, validated by the resource model strictly (no value of one
+    type is taken for another: "2" is not 2). The work is linear in the number of
+    subscriptions, which is checked against the limit first."""
     check_names(namespace, name)
+    problem = subscription_count_problem(len(subscriptions))
+    if problem is not None:
+        raise ValueError(f"invalid topic: spec.subscriptions: {problem}")
+    seen: set[str] = set()
+    for index, (subscription, _) in enumerate(subscriptions):
+        problem = subscription_name_problem(subscription)
+        if problem is not None:
+            raise ValueError(f"invalid topic: spec.subscriptions.{index}.name: {problem}")
+        if subscription in seen:
+            raise ValueError(f"invalid topic: spec.subscriptions: {subscription!r} appears twice")
+        seen.add(subscription)
     spec: dict[str, object] = {
         "initialSegments": initial_segments,
         "subscriptions": [{"name": n, "type": t} for n, t in subscriptions],
@@ -75,18 +90,13 @@ def topic_manifest(
         spec["retention"] = dict(retention)
     if auto_scale is not None:
         spec["autoScale"] = dict(auto_scale)
-    names = [n for n, _ in subscriptions]
-    for index, subscription in enumerate(names):
-        problem = subscription_name_problem(subscription)
-        if problem is not None:
-            raise ValueError(f"invalid topic: spec.subscriptions.{index}.name: {problem}")
-    duplicates = sorted({n for n in names if names.count(n) > 1})
-    if duplicates:
-        raise ValueError(f"invalid topic: spec.subscriptions: {duplicates[0]!r} appears twice")
     try:
-        return ScalableTopic.model_validate(
-            {"metadata": {"name": name, "namespace": namespace}, "spec": spec}
-        )
+        text = json.dumps({"metadata": {"name": name, "namespace": namespace}, "spec": spec})
+    except TypeError as error:  # a value JSON cannot carry
+        raise ValueError(f"invalid topic: spec: {error}") from None
+    try:
+        # JSON's strict mode: enums from their values, and nothing coerced.
+        return ScalableTopic.model_validate_json(text, strict=True)
     except ValidationError as error:
         raise ValueError(validation_message(error, "topic")) from None
 

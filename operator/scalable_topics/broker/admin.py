@@ -13,14 +13,28 @@ protocol's error codes, so the controller can tell "already gone" (404) from a f
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import ClassVar
 
 from aiohttp import web
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
-from pydantic.alias_generators import to_camel
+from pydantic import Field
 
+from ..model.resources import (
+    MAX_SEGMENT_SUBSCRIPTIONS,
+    namespace_problem,
+    subscription_name_problem,
+    topic_name_problem,
+)
 from ..protocol import ErrorCode, InitialPosition
 from ..protocol.limits import MAX_PRODUCER_EPOCH
+from .admin_body import (
+    SEGMENT_BODY_MAX_BYTES,
+    AdminBody,
+    B,
+    BodyTooLarge,
+    ProducerName,
+    SubscriptionName,
+    parse_body,
+)
 from .errors import BrokerError
 from .registry import SegmentRegistry
 from .segment import BrokerFull, HostedSegment, SegmentBusy, SegmentError
@@ -39,36 +53,37 @@ BROKER_FULL = "BrokerFull"  # a code of this API only: no client ever creates a 
 TOKEN_KEY = web.AppKey("admin_token", str)
 
 
-class _Body(BaseModel):
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
-
-
-class Retention(_Body):
+class Retention(AdminBody):
     max_size_bytes: int | None = Field(default=None, ge=0)
     max_age_seconds: int | None = Field(default=None, ge=0)
 
 
-class CreateSegment(_Body):
+class CreateSegment(AdminBody):
+    MAX_BYTES: ClassVar[int] = SEGMENT_BODY_MAX_BYTES
+
     parents: list[int] = Field(default_factory=list, max_length=2)
-    subscriptions: list[str] = Field(default_factory=list)
+    subscriptions: list[SubscriptionName] = Field(
+        default_factory=list, max_length=MAX_SEGMENT_SUBSCRIPTIONS
+    )
     producer_epoch: int = Field(default=0, ge=0, le=MAX_PRODUCER_EPOCH)
-    producer_holder: str | None = None  # the topic-wide exclusive holder it is reserved for
+    # The topic-wide exclusive holder it is reserved for.
+    producer_holder: ProducerName | None = None
     retention: Retention | None = None
 
 
-class Fence(_Body):
+class Fence(AdminBody):
     epoch: int = Field(ge=0, le=MAX_PRODUCER_EPOCH)
-    holder: str | None = None  # reserve the segment for this holder; None: no reservation
+    holder: ProducerName | None = None  # reserve the segment for this holder; None: no reservation
     if_free: bool = False  # only while no producer of another name is connected
 
 
-class Release(_Body):
+class Release(AdminBody):
     epoch: int = Field(
         ge=0, le=MAX_PRODUCER_EPOCH
     )  # the grant that ended: reservations made at it or before go
 
 
-class CreateSubscription(_Body):
+class CreateSubscription(AdminBody):
     initial_position: InitialPosition = InitialPosition.EARLIEST
 
 
@@ -78,14 +93,31 @@ def _error(code: ErrorCode, message: str) -> web.Response:
     )
 
 
-async def _body(request: web.Request, model: type[_Body]) -> Any:
+async def _body(request: web.Request, model: type[B]) -> B:
     raw = await request.read()  # from memory: body_timeout.py read it, within its deadline
     try:
-        if not raw:  # no body: what the model's defaults make, if anything
-            return model.model_validate({})
-        return model.model_validate_json(raw)
-    except ValidationError as error:
-        raise SegmentError(ErrorCode.INVALID_REQUEST, f"invalid request body: {error}") from None
+        return parse_body(raw, model)
+    except BodyTooLarge:
+        raise
+    except ValueError as error:
+        raise SegmentError(ErrorCode.INVALID_REQUEST, str(error)) from None
+
+
+def _names(request: web.Request, *, subscription: bool = False) -> None:
+    """The names of what a route would create, by the rules of every other surface
+    (model/resources.py): InvalidRequest naming the one that breaks them, before anything is
+    made. A route that only looks up finds nothing by another name (404), so that deleting
+    what could never have been made is "already gone"."""
+    info = request.match_info
+    problems = [
+        ("namespace", namespace_problem(info["namespace"])),
+        ("topic", topic_name_problem(info["topic"])),
+    ]
+    if subscription:
+        problems.append(("subscription", subscription_name_problem(info["subscription"])))
+    for field, problem in problems:
+        if problem is not None:
+            raise SegmentError(ErrorCode.INVALID_REQUEST, f"invalid request: {field}: {problem}")
 
 
 def _segment(request: web.Request) -> HostedSegment:
@@ -111,7 +143,8 @@ async def list_segments(request: web.Request) -> web.Response:
 
 
 async def create_segment(request: web.Request) -> web.Response:
-    body: CreateSegment = await _body(request, CreateSegment)
+    _names(request)
+    body = await _body(request, CreateSegment)
     info = request.match_info
     retention = body.retention or Retention()
     segment, created = await request.app[REGISTRY_KEY].create(
@@ -137,7 +170,7 @@ async def terminate_segment(request: web.Request) -> web.Response:
 
 
 async def fence_segment(request: web.Request) -> web.Response:
-    body: Fence = await _body(request, Fence)
+    body = await _body(request, Fence)
     try:
         epoch = await _segment(request).fence(body.epoch, body.holder, if_free=body.if_free)
     except SegmentBusy as busy:
@@ -149,7 +182,7 @@ async def fence_segment(request: web.Request) -> web.Response:
 
 
 async def release_segment(request: web.Request) -> web.Response:
-    body: Release = await _body(request, Release)
+    body = await _body(request, Release)
     return web.json_response({"producerEpoch": await _segment(request).release(body.epoch)})
 
 
@@ -166,7 +199,8 @@ async def list_subscriptions(request: web.Request) -> web.Response:
 
 
 async def create_subscription(request: web.Request) -> web.Response:
-    body: CreateSubscription = await _body(request, CreateSubscription)
+    _names(request, subscription=True)
+    body = await _body(request, CreateSubscription)
     segment = _segment(request)
     name = request.match_info["subscription"]
     existed = name in segment.subscriptions
@@ -197,6 +231,10 @@ async def admin_errors(request: web.Request, handler: Handler) -> web.StreamResp
         return await handler(request)
     except BrokerFull as error:
         return web.json_response({"code": BROKER_FULL, "message": str(error)}, status=507)
+    except BodyTooLarge as error:
+        return web.json_response(
+            {"code": ErrorCode.INVALID_REQUEST.value, "message": str(error)}, status=413
+        )
     except BrokerError as error:
         return _error(error.code, str(error))
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 
 from ..http_access import AUTHENTICATOR_KEY, METRICS_AUTHENTICATED_KEY, authentication
+from ..http_bad_requests import quiet_malformed_requests
 from ..store import Store, open_store
 from ..store.cluster_autoscale import ClusterAutoScale
 from ..store.informers import Informers
@@ -23,6 +24,7 @@ from ..tasks import cancel_and_wait
 from ..tokens import Authenticator, load_public_key
 from ..websocket_upgrade import client_left_during_upgrade
 from .admin import REGISTRY_KEY, TOKEN_KEY, add_routes, admin_errors
+from .admin_body import BODY_MAX_BYTES
 from .body_timeout import body_timeout
 from .config import BrokerConfig
 from .connection_limits import ConnectionLimits, refused_upgrade
@@ -144,8 +146,10 @@ def build_app(
     ``informers`` (running ones, shared with a controller in the same process) to its own,
     ``cluster_autoscale`` (the process's, read from those informers) to one of its own."""
     app = web.Application(
-        middlewares=[authentication, admin_errors, body_timeout(config.body_timeout)]
+        middlewares=[authentication, admin_errors, body_timeout(config.body_timeout)],
+        client_max_size=BODY_MAX_BYTES,
     )
+    quiet_malformed_requests()
     app[CONFIG_KEY] = config
     app[SESSIONS_KEY] = set()
     app.on_shutdown.append(_end_namespace_watches)

@@ -4,7 +4,9 @@ aiohttp bounds the request head (see ``runner_options`` in app.py) but not the b
 sending a body a byte at a time would hold the connection and its handler for as long as it
 likes. This middleware reads the body first, within ``seconds``; the handler then reads it
 from memory (aiohttp keeps what ``request.read()`` returned). A body late is answered 408
-``RequestTimeout`` and the connection closed, since the rest of the body may still come.
+``RequestTimeout`` and the connection closed, since the rest of the body may still come. A
+body past the application's ``client_max_size`` (admin_body.BODY_MAX_BYTES) is answered 413
+``InvalidRequest`` in the same JSON, and the connection closed, unread.
 """
 
 from __future__ import annotations
@@ -29,9 +31,20 @@ def body_timeout(seconds: float) -> Middleware:
                     await request.read()
             except TimeoutError:
                 return await _request_timeout(request, seconds)
+            except web.HTTPRequestEntityTooLarge as error:  # past the app's client_max_size
+                return _too_large(error)
         return await handler(request)
 
     return read_body_in_time
+
+
+def _too_large(error: web.HTTPRequestEntityTooLarge) -> web.Response:
+    """413 in both admin APIs' format; aiohttp's own answer is plain text."""
+    response = web.json_response(
+        {"code": "InvalidRequest", "message": f"invalid request body: {error.text}"}, status=413
+    )
+    response.force_close()  # the rest of the body is not read
+    return response
 
 
 async def _request_timeout(request: web.Request, seconds: float) -> web.StreamResponse:

@@ -23,6 +23,7 @@ import logging
 from dataclasses import dataclass, field
 
 from ..model.exclusive_grants import EXCLUSIVE_MODES
+from ..model.resources import producer_name_problem
 from ..protocol import (
     AcquireExclusive,
     Error,
@@ -79,6 +80,9 @@ class ProducerGrantRelay(ConnectionRelay[_Grant]):
             )
         if not command.producer_name:
             raise BrokerError(ErrorCode.INVALID_REQUEST, "an exclusive producer must have a name")
+        problem = producer_name_problem(command.producer_name)
+        if problem is not None:
+            raise BrokerError(ErrorCode.INVALID_REQUEST, f"producer_name: {problem}")
         grant = _Grant(relay_id=command.grant_id, namespace=namespace, name=name, command=command)
         self._spawn(grant, self._relay(grant), f"producer grant relay {command.grant_id}")
 

@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 from collections.abc import Awaitable, Callable, Iterator
 
 from ..model.hash_range import HashRange
-from ..model.resources import NAME_PATTERN
+from ..model.resources import namespace_problem, topic_name_problem
 from ..model.segment import parse_descriptor
 from ..protocol import ErrorCode, InitialPosition
 from .config import BrokerConfig
@@ -26,13 +25,11 @@ from .storage.errors import StorageLocked
 log = logging.getLogger(__name__)
 
 
-def _check_name(kind: str, value: str) -> None:
-    if not re.match(NAME_PATTERN, value) or len(value) > 253:
-        raise SegmentError(
-            ErrorCode.INVALID_REQUEST,
-            f"{kind} {value!r} is not a valid name: lowercase letters, digits and '-', "
-            "starting and ending with a letter or digit",
-        )
+def _check_names(namespace: str, topic: str) -> None:
+    """The rules of every other surface (model/resources.py): DNS labels of at most 63."""
+    for problem in (namespace_problem(namespace), topic_name_problem(topic)):
+        if problem is not None:
+            raise SegmentError(ErrorCode.INVALID_REQUEST, problem)
 
 
 def split_topic(topic: str) -> tuple[str, str]:
@@ -42,8 +39,7 @@ def split_topic(topic: str) -> tuple[str, str]:
         raise SegmentError(
             ErrorCode.INVALID_REQUEST, f"topic {topic!r} must be written namespace/name"
         )
-    _check_name("namespace", namespace)
-    _check_name("topic", name)
+    _check_names(namespace, name)
     return namespace, name
 
 
@@ -130,8 +126,7 @@ class SegmentRegistry:
         """Create a segment, or return the existing one (idempotent); True when created.
         Subscriptions missing on an existing segment are added at Earliest; a newer producer
         epoch, or another reservation at the same one, is applied to it."""
-        _check_name("namespace", namespace)
-        _check_name("topic", topic)
+        _check_names(namespace, topic)
         segment_id, hash_range = self._parse(descriptor)
         async with self._lock:
             key = SegmentKey(namespace, topic, segment_id)

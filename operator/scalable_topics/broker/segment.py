@@ -191,7 +191,8 @@ class HostedSegment:
         self._dedup = DedupTracker()
         self._in_flight: dict[tuple[str, int], asyncio.Future[int]] = {}
         self._subscriptions: dict[str, Subscription] = {}
-        # Creating or deleting a subscription awaits its cursor file: one change at a time.
+        # Creating or deleting a subscription awaits its cursor file: one change at a time, so
+        # the checks that a name is new (and of the limit) hold until the insertion.
         self._subscription_changes = asyncio.Lock()
         self._last_publish_ms = 0
         self._entries_since_snapshot = 0
@@ -494,10 +495,13 @@ class HostedSegment:
 
     # -- subscriptions --------------------------------------------------------------------------
 
-    async def create_subscription(self, name: str, initial: InitialPosition) -> Subscription:
+    async def create_subscription(
+        self, name: str, initial: InitialPosition, *, limit: int | None = None
+    ) -> Subscription:
         """Create ``name`` (idempotent: an existing subscription is returned unchanged).
         Single-flight: callers that race to create the same subscription (consumers starting
-        together) all get the one that was stored."""
+        together) all get the one that was stored. ``limit``: refuse (InvalidRequest) to
+        create one while the segment holds that many."""
         existing = self._existing_subscription(name)
         if existing is not None:
             return existing
@@ -505,6 +509,13 @@ class HostedSegment:
             existing = self._existing_subscription(name)
             if existing is not None:
                 return existing
+            if limit is not None and len(self._subscriptions) >= limit:
+                raise SegmentError(
+                    ErrorCode.INVALID_REQUEST,
+                    f"subscription {name!r} cannot be created: segment {self.key} holds "
+                    f"{len(self._subscriptions)} subscriptions, the most consumers may create "
+                    f"({limit}, maxSubscriptionsPerTopic)",
+                )
             start = (
                 self._log.first_entry_id
                 if initial is InitialPosition.EARLIEST

@@ -24,7 +24,12 @@ from aiohttp import WSMsgType, web
 
 from ..model.authorization import OPEN_ACCESS, Action
 from ..model.position import BATCH_INDEX_LIMIT, Position
-from ..model.resources import namespace_problem, subscription_name_problem
+from ..model.resources import (
+    MAX_SUBSCRIPTIONS_PER_TOPIC,
+    namespace_problem,
+    producer_name_problem,
+    subscription_name_problem,
+)
 from ..protocol import (
     SUPPORTED_VERSIONS,
     Ack,
@@ -435,6 +440,10 @@ class Session:
                 ErrorCode.ID_IN_USE,
                 f"producer id {command.producer_id} is in use on this connection",
             )
+        if command.producer_name:  # none or empty: the broker names it
+            problem = producer_name_problem(command.producer_name)
+            if problem is not None:
+                raise _RequestFailed(ErrorCode.INVALID_REQUEST, f"producer_name: {problem}")
         segment = self._segment(command.topic, command.segment_id)
         name = command.producer_name or f"{self._config.identity}-{next(_names)}"
         announced = asyncio.get_running_loop().create_future()
@@ -644,7 +653,9 @@ class Session:
         segment = self._segment(command.topic, command.segment_id)
         try:
             subscription = await segment.create_subscription(
-                command.subscription, command.initial_position
+                command.subscription,
+                command.initial_position,
+                limit=MAX_SUBSCRIPTIONS_PER_TOPIC,
             )
             consumer = _Consumer(
                 command.consumer_id, next(_dispatch_ids), segment, subscription, self

@@ -16,7 +16,7 @@ from urllib.parse import quote
 import aiohttp
 
 from ..http_sessions import admin_session
-from ..model.resources import subscription_name_problem
+from ..model.resources import subscription_count_problem, subscription_name_problem
 from ..protocol import ErrorCode
 from .admin_types import (
     DeclaredSubscription,
@@ -191,6 +191,9 @@ class Admin:
             {"name": s, "type": "Queue"} if isinstance(s, str) else {"name": s[0], "type": s[1]}
             for s in subscriptions
         ]
+        problem = subscription_count_problem(len(declared))
+        if problem is not None:
+            raise ValueError(f"invalid topic: spec.subscriptions: {problem}")
         for index, entry in enumerate(declared):
             problem = subscription_name_problem(entry["name"])
             if problem is not None:

@@ -35,6 +35,7 @@ from aiohttp import WSMsgType, web
 
 from ..credentials import same_secret
 from ..http_access import AUTHENTICATOR_KEY, METRICS_AUTHENTICATED_KEY, authentication
+from ..http_bad_requests import quiet_malformed_requests
 from ..protocol import (
     DEFAULT_MAX_FRAME_BYTES,
     DEFAULT_MAX_MESSAGE_BYTES,
@@ -117,6 +118,7 @@ def build_endpoint_app(
     process answers), ``/readyz`` (its caches follow the store) and, with ``metrics``,
     ``/metrics``, which requires credentials with ``metrics_authenticator``. Without
     ``grants`` it refuses exclusive producer requests."""
+    quiet_malformed_requests()
     app = web.Application(middlewares=[authentication])
     if metrics_authenticator is not None:
         app[AUTHENTICATOR_KEY] = metrics_authenticator

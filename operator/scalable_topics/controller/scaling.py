@@ -53,6 +53,7 @@ from ..model.errors import LayoutError
 from ..model.layout import ChangeKind, LayoutChange, PlannedChild, SegmentLayout
 from ..model.placement import NoLiveBroker, live_urls
 from ..model.resources import (
+    MAX_SEGMENT_SUBSCRIPTIONS,
     AutoScaleStatus,
     LastOperation,
     OperationResult,
@@ -351,7 +352,9 @@ class TopicScaler:
     async def _parent_subscriptions(self, topic: ScalableTopic, change: LayoutChange) -> list[str]:
         """The union of the parents' subscriptions, as their brokers have them now. A parent
         whose broker does not answer and is gone (no live heartbeat Lease) cannot be read or
-        sealed: OperationCannotProceed. One that does not answer yet is live is waited for."""
+        sealed: OperationCannotProceed. One that does not answer yet is live is waited for.
+        OperationCannotProceed too when there are more than MAX_SEGMENT_SUBSCRIPTIONS (a merge
+        of parents holding different ones that consumers created)."""
         names: set[str] = {s.name for s in topic.spec.subscriptions}
         for parent in await self._parents(topic, change.parent_ids):
             broker, parent_id = parent.status.broker, parent.spec.segment_id
@@ -385,6 +388,11 @@ class TopicScaler:
                     "broker) to answer",
                 )
                 raise
+        if len(names) > MAX_SEGMENT_SUBSCRIPTIONS:  # the most a segment is created with
+            raise OperationCannotProceed(
+                f"the parents hold {len(names)} subscriptions between them, more than a "
+                f"segment takes ({MAX_SEGMENT_SUBSCRIPTIONS}): delete some first"
+            )
         return sorted(names)
 
     async def _terminate_parents(

@@ -18,6 +18,7 @@ from typing import Any
 
 from aiohttp import web
 
+from ..http_bad_requests import quiet_malformed_requests
 from ..store import AlreadyExists, Conflict, NotFound, Store, StoreError
 from ..store.informer import Change, Informer
 from . import admission, builtins, crd_types, discovery, openapi
@@ -125,6 +126,7 @@ class KubeApiServer:
     # -- the application -------------------------------------------------------------------
 
     def application(self) -> web.Application:
+        quiet_malformed_requests()
         app = web.Application(
             client_max_size=MAX_BODY_BYTES, middlewares=[self._errors, self._authenticate]
         )

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from .layout import SegmentLayout
-from .resources import ProducerAccessMode, ProducerStatus
+from .resources import ProducerAccessMode, ProducerStatus, producer_name_problem
 
 EXCLUSIVE_MODES = frozenset(
     {
@@ -149,6 +149,9 @@ def decide(
         )
     if not name:
         return Refuse(Refusal.INVALID, "an exclusive producer must have a name")
+    problem = producer_name_problem(name)
+    if problem is not None:  # a holder the segments' admin API would refuse to fence with
+        return Refuse(Refusal.INVALID, f"producer_name: {problem}")
     if requested_epoch is not None:
         return _returning(hold, holder_connected, name, mode, requested_epoch, ahead, others)
     if hold.holder is None:

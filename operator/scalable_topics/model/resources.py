@@ -35,6 +35,22 @@ _SUBSCRIPTION_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
 
 
 SUBSCRIPTION_NAME_MAX = 128
+# Pulsar's maxSubscriptionsPerTopic: the subscriptions a topic may declare (spec.subscriptions,
+# the CRD's maxItems), and the most a segment lets consumers reach by creating their own. With
+# a 128-character name each costs the ScalableTopic at most 354 bytes of JSON (its spec and
+# status entries, without consumers) and a Segment 292 (spec.subscriptions and a drained
+# marker): 354 KB and, at MAX_SEGMENT_SUBSCRIPTIONS, 584 KB, within the 1.5 MiB an object may
+# have in etcd. Fixed, not a flag: the CRD's bound cannot follow a flag, and every surface
+# must refuse what kubectl apply would.
+MAX_SUBSCRIPTIONS_PER_TOPIC: Final = 1000
+# What a segment can be created with: the declared subscriptions and those consumers created,
+# each up to MAX_SUBSCRIPTIONS_PER_TOPIC. A merge whose parents hold more between them is
+# refused rather than made.
+MAX_SEGMENT_SUBSCRIPTIONS: Final = 2 * MAX_SUBSCRIPTIONS_PER_TOPIC
+# A producer's name, and so an exclusive holder's: above the names a broker chooses (its
+# identity, by default HOST:PORT with a host name of at most 253 characters, and a counter),
+# well below what would cost each log record (it holds the name) more than its messages.
+PRODUCER_NAME_MAX: Final = 1024
 # A topic's name is the value of its Segments' TOPIC_LABEL, and a label value has at most 63
 # characters: a longer name would make a topic whose Segments cannot be created.
 TOPIC_NAME_MAX = 63
@@ -78,6 +94,25 @@ def subscription_name_problem(name: str) -> str | None:
             f"subscription name {name!r} must start with a letter or digit and hold only "
             "letters, digits, '.', '_' and '-'"
         )
+    return None
+
+
+def subscription_count_problem(count: int) -> str | None:
+    """Why a topic cannot declare ``count`` subscriptions, or None."""
+    if count > MAX_SUBSCRIPTIONS_PER_TOPIC:
+        return (
+            f"a topic has at most {MAX_SUBSCRIPTIONS_PER_TOPIC} subscriptions "
+            f"(maxSubscriptionsPerTopic), not {count}"
+        )
+    return None
+
+
+def producer_name_problem(name: str) -> str | None:
+    """Why ``name`` cannot name a producer (or the holder of a topic's exclusive grant)."""
+    if not name:
+        return "a producer name must not be empty"
+    if len(name) > PRODUCER_NAME_MAX:
+        return f"a producer name has at most {PRODUCER_NAME_MAX} characters, not {len(name)}"
     return None
 
 
@@ -255,6 +290,7 @@ class ScalableTopicSpec(Wire):
     properties: dict[str, str] = Field(default_factory=dict)
     subscriptions: list[SubscriptionSpec] = Field(
         default_factory=list,
+        max_length=MAX_SUBSCRIPTIONS_PER_TOPIC,
         json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
     )
     auto_scale: AutoScaleSpec | None = None
