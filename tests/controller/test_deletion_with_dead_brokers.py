@@ -10,8 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from scalable_topics.model.placement import BROKER_SEGMENTS_ANNOTATION, BROKER_URL_ANNOTATION
 from scalable_topics.model.resources import TOPIC_LABEL, ScalableTopic, Segment
 from scalable_topics.store import EmbeddedStore, NotFound
+from scalable_topics.store.kinds import LEASE
 from support.broker_process import BrokerProcess
 from support.controller_process import ControllerProcess
 
@@ -43,6 +45,24 @@ async def placements(store: EmbeddedStore, topic: str) -> dict[str, str]:
     )
     segments = [Segment.model_validate(item) for item in listing.items]
     return {s.metadata.name: s.status.broker or "" for s in segments}
+
+
+async def until_reported(store: EmbeddedStore, brokers: list[BrokerProcess], segments: int) -> None:
+    """Wait until each broker's heartbeat Lease reports hosting ``segments`` segments: the
+    load placement reads (a heartbeat behind the others would make the next placement skip a
+    broker that looks busier)."""
+    urls = {b.ws_url for b in brokers}
+    async with asyncio.timeout(TIMEOUT):
+        while True:
+            listing = await store.list(LEASE.kind, namespace="scalable-topics")
+            reported = {
+                annotations.get(BROKER_URL_ANNOTATION): annotations.get(BROKER_SEGMENTS_ANNOTATION)
+                for lease in listing.items
+                if (annotations := lease["metadata"].get("annotations") or {})
+            }
+            if all(reported.get(url) == str(segments) for url in urls):
+                return
+            await asyncio.sleep(0.05)
 
 
 async def hosted(broker: BrokerProcess) -> set[str]:
@@ -89,6 +109,7 @@ async def test_a_topic_is_deleted_past_dead_brokers_which_reclaim_its_storage_on
         controller.start()
         async with await EmbeddedStore.open(tmp_path / "store.db") as store:
             await create_ready(store, "orders", 3)
+            await until_reported(store, brokers, 1)
             await create_ready(store, "stock", 3)
             # One segment of each topic on each broker (least-loaded placement).
             for topic in ("orders", "stock"):
