@@ -6,14 +6,23 @@ child process sharing the store file). Once it serves and has settled, the CPU t
 whole process tree (from /proc: every live descendant's user and system time, and what the
 reaped ones left in their parents) over a window, as a share of one core.
 
-Failover: two ``stctl controller`` processes on one embedded store with standalone's lease
-timing, and ``--topics`` topics; the controller that leads every topic is killed with
-SIGKILL, and the figure is the time until the survivor's status stands on every topic.
-Renewing less often must not make this longer: it is bound by the lease duration.
+Failover: two ``stctl controller`` processes (and a broker) on one embedded store, with
+standalone's lease timing and then with the default one, and ``--topics`` topics shared
+between them; one controller is killed with SIGKILL, and the figure is the time until the
+survivor's identity stands in every topic's status (a fresh controller then replaces the
+killed one, and the next round kills the other). Renewing less often must not make this
+longer: a takeover waits a lease duration after the last renewal it saw.
+
+With ``--baseline DIR`` every figure is measured twice, alternately: with the code of this
+tree and with an older ``scalable_topics`` package in DIR (the processes run with DIR first on
+PYTHONPATH), e.g. ``git archive <commit> operator | tar -x -C /tmp/old`` and ``--baseline
+/tmp/old/operator``. The benchmark's own watch of the topics polls every 5 ms whichever code
+the controllers run, so that it sees a takeover as soon with either.
 
 Figures only: nothing here asserts on timing.
 
-    python benchmarks/bench_idle.py [--settle 10] [--window 30] [--topics 20] [--kills 3]
+    python benchmarks/bench_idle.py [--settle 10] [--window 30] [--topics 20] [--kills 5]
+        [--only idle|failover] [--baseline DIR]
 """
 
 from __future__ import annotations
@@ -32,6 +41,7 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 from scalable_topics.commands.standalone_system import STANDALONE_TIMING
+from scalable_topics.controller.leader import ElectionTiming
 from scalable_topics.model.ownership import DEFAULT_SHARD_COUNT, holder, shard_of_lease
 from scalable_topics.model.resources import ScalableTopic
 from scalable_topics.store import EmbeddedStore
@@ -42,6 +52,16 @@ SYSTEM_NAMESPACE = "scalable-topics"
 START_SECONDS = 60.0
 STEP_SECONDS = 120.0  # bounds a stuck step only
 TICKS = os.sysconf("SC_CLK_TCK")
+
+Env = dict[str, str]
+
+
+def environment(source: Path | None) -> Env:
+    """The environment of the processes measured: this tree's code, or that in ``source``."""
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    if source is not None:
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(source), env.get("PYTHONPATH")]))
+    return env
 
 
 # -- CPU of a process tree, from /proc ------------------------------------------------------
@@ -88,7 +108,7 @@ def cpu_between(before: dict[int, float], after: dict[int, float]) -> float:
 
 
 @contextlib.asynccontextmanager
-async def standalone(root: Path, *flags: str) -> AsyncIterator[subprocess.Popen[bytes]]:
+async def standalone(root: Path, env: Env, *flags: str) -> AsyncIterator[subprocess.Popen[bytes]]:
     output = root / "standalone.log"
     with output.open("wb") as log:
         process = subprocess.Popen(  # noqa: ASYNC220 - a long-lived child, started once
@@ -100,7 +120,7 @@ async def standalone(root: Path, *flags: str) -> AsyncIterator[subprocess.Popen[
             ],
             stdout=log,
             stderr=subprocess.STDOUT,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            env=env,
         )
     try:
         async with asyncio.timeout(START_SECONDS):
@@ -118,10 +138,12 @@ async def standalone(root: Path, *flags: str) -> AsyncIterator[subprocess.Popen[
             process.wait()
 
 
-async def idle_share(flags: tuple[str, ...], settle: float, window: float) -> tuple[float, int]:
+async def idle_share(
+    flags: tuple[str, ...], settle: float, window: float, env: Env
+) -> tuple[float, int]:
     """(CPU share of one core over ``window``, processes in the tree)."""
     with tempfile.TemporaryDirectory(prefix="bench-idle-") as tmp:
-        async with standalone(Path(tmp), *flags) as process:
+        async with standalone(Path(tmp), env, *flags) as process:
             await asyncio.sleep(settle)
             before = tree_cpu(process.pid)
             started = time.monotonic()
@@ -134,21 +156,23 @@ async def idle_share(flags: tuple[str, ...], settle: float, window: float) -> tu
 # -- failover between two controllers -------------------------------------------------------
 
 
-def spawn(root: Path, name: str, *args: str) -> subprocess.Popen[bytes]:
+def spawn(root: Path, name: str, env: Env, *args: str) -> subprocess.Popen[bytes]:
     with (root / f"{name}.log").open("ab") as log:
         return subprocess.Popen(
             [sys.executable, "-m", "scalable_topics.cli", *args],
             stdout=log,
             stderr=subprocess.STDOUT,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            env=env,
         )
 
 
-def spawn_controller(root: Path, name: str) -> subprocess.Popen[bytes]:
-    timing = STANDALONE_TIMING
+def spawn_controller(
+    root: Path, name: str, timing: ElectionTiming, env: Env
+) -> subprocess.Popen[bytes]:
     return spawn(
         root,
         name,
+        env,
         *("controller", "--store", f"embedded://{root / 'store.db'}", "--identity", name),
         *("--listen", "127.0.0.1:0"),
         *("--lease-duration", str(timing.lease_duration)),
@@ -157,11 +181,12 @@ def spawn_controller(root: Path, name: str) -> subprocess.Popen[bytes]:
     )
 
 
-def spawn_broker(root: Path) -> subprocess.Popen[bytes]:
+def spawn_broker(root: Path, env: Env) -> subprocess.Popen[bytes]:
     """One broker, so that topics get storage and become Ready (their status is written)."""
     return spawn(
         root,
         "broker",
+        env,
         *("broker", "--store", f"embedded://{root / 'store.db'}", "--port", "0"),
         *("--data-dir", str(root / "broker"), "--broker-id", "broker-0"),
     )
@@ -207,7 +232,7 @@ class Watched:
                 await self.changed.wait()
 
 
-async def failover(topics: int, kills: int) -> list[float]:
+async def failover(topics: int, kills: int, timing: ElectionTiming, env: Env) -> list[float]:
     """Seconds from each SIGKILL of one of two balanced controllers until the survivor's
     identity stands in every topic's status; a fresh controller then replaces the killed one."""
     figures = []
@@ -216,7 +241,7 @@ async def failover(topics: int, kills: int) -> list[float]:
         running: dict[str, subprocess.Popen[bytes]] = {}
         try:
             async with (
-                await EmbeddedStore.open(root / "store.db") as store,
+                await EmbeddedStore.open(root / "store.db", fallback_poll_interval=0.005) as store,
                 Watched(store) as watched,
             ):
                 for index in range(topics):
@@ -227,20 +252,20 @@ async def failover(topics: int, kills: int) -> list[float]:
                         }
                     ).to_wire()
                     await store.create(manifest)
-                running["broker"] = spawn_broker(root)
+                running["broker"] = spawn_broker(root, env)
                 for name in ("c-0", "c-1"):
-                    running[name] = spawn_controller(root, name)
+                    running[name] = spawn_controller(root, name, timing, env)
                 for kill in range(kills):
                     names = sorted(name for name in running if name != "broker")
 
                     def balanced(names: list[str] = names) -> bool:
+                        """Half the shards each, and topics led by both."""
                         holders = watched.shard_holders()
                         leaders = watched.leaders()
                         return (
-                            len(holders) == DEFAULT_SHARD_COUNT
-                            and all(holders.count(name) > 0 for name in names)
+                            all(holders.count(n) == DEFAULT_SHARD_COUNT // 2 for n in names)
                             and len(leaders) == topics
-                            and set(leaders) <= set(names)
+                            and set(leaders) == set(names)
                         )
 
                     await watched.until(balanced)
@@ -254,7 +279,7 @@ async def failover(topics: int, kills: int) -> list[float]:
                     await watched.until(taken_over)
                     figures.append(time.monotonic() - killed)
                     fresh = f"c-{kill + 2}"
-                    running[fresh] = spawn_controller(root, fresh)
+                    running[fresh] = spawn_controller(root, fresh, timing, env)
         finally:
             for popen in running.values():
                 popen.terminate()
@@ -268,6 +293,9 @@ async def failover(topics: int, kills: int) -> list[float]:
 
 
 async def run(args: argparse.Namespace) -> None:
+    codes = [("this tree", environment(None))]
+    if args.baseline is not None:
+        codes.insert(0, ("baseline", environment(args.baseline)))
     configurations = [
         ("1 broker, Kubernetes API", ()),
         ("1 broker, --no-kube-api", ("--no-kube-api",)),
@@ -280,19 +308,30 @@ async def run(args: argparse.Namespace) -> None:
             f"{args.window:g} s after {args.settle:g} s of settling:"
         )
         for label, flags in configurations:
-            share, processes = await idle_share(flags, args.settle, args.window)
-            print(f"  {label:27} {100 * share:5.1f} % of a core ({processes} processes)")
+            for code, env in codes:
+                share, processes = await idle_share(flags, args.settle, args.window, env)
+                print(
+                    f"  {label:27} {code:10} {100 * share:5.1f} % of a core ({processes} processes)"
+                )
     if args.only == "idle":
         return
-    timing = STANDALONE_TIMING
-    figures = await failover(args.topics, args.kills)
-    print(
-        f"failover, 2 controllers with standalone's lease timing (lease {timing.lease_duration:g} "
-        f"s, renew deadline {timing.renew_deadline:g} s, retry period {timing.retry_period:g} s), "
-        f"{args.topics} topics: the survivor leads every topic after a SIGKILL in"
-    )
-    print("  " + ", ".join(f"{seconds:.2f}" for seconds in figures) + " s")
-    print(f"  mean {statistics.fmean(figures):.2f} s, max {max(figures):.2f} s")
+    for label, timing, kills in [
+        ("standalone's", STANDALONE_TIMING, args.kills),
+        ("the default", ElectionTiming(), max(1, args.kills // 2)),
+    ]:
+        print(
+            f"failover, 2 controllers with {label} lease timing (lease "
+            f"{timing.lease_duration:g} s, renew deadline {timing.renew_deadline:g} s, retry "
+            f"period {timing.retry_period:g} s), {args.topics} topics: the survivor leads every "
+            f"topic after a SIGKILL in"
+        )
+        for code, env in codes:
+            figures = await failover(args.topics, kills, timing, env)
+            listed = ", ".join(f"{seconds:.2f}" for seconds in figures)
+            print(
+                f"  {code:10} {listed} s: mean {statistics.fmean(figures):.2f} s, "
+                f"max {max(figures):.2f} s"
+            )
 
 
 def main() -> None:
@@ -303,6 +342,12 @@ def main() -> None:
     parser.add_argument("--kills", type=int, default=5, help="failovers measured")
     parser.add_argument(
         "--only", choices=("idle", "failover"), help="one of the two parts (default both)"
+    )
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        metavar="DIR",
+        help="also measure the scalable_topics package in DIR, alternately with this tree's",
     )
     args = parser.parse_args()
     asyncio.run(run(args))
