@@ -28,7 +28,7 @@ lint: install
 crds: install
 	$(BIN)/python -m scalable_topics.crdgen crds
 
-# Figures only (throughput, latency, memory); benchmarks never fail on timing.
+# Figures only (throughput, latency, memory, idle CPU); benchmarks never fail on timing.
 bench: install
 	$(BIN)/python benchmarks/bench_segment_log.py
 	$(BIN)/python benchmarks/bench_broker.py
@@ -47,6 +47,7 @@ bench: install
 	$(BIN)/python benchmarks/bench_load_reporter.py
 	$(BIN)/python benchmarks/bench_load_job.py
 	$(BIN)/python benchmarks/bench_admin_put.py
+	$(BIN)/python benchmarks/bench_idle.py
 
 # Splits, merges and SIGKILLs under load; ARGS=--long runs for minutes.
 check-scaling: install

@@ -90,7 +90,7 @@ async def test_one_leader_and_failover_within_lease_duration_plus_retry() -> Non
     second = Candidate(store, "b")
     await asyncio.sleep(60)
     assert [term for term, _ in first.led] == [0]
-    assert second.led == []  # renewed every 2 s, never expires
+    assert second.led == []  # renewed every renew interval (5 s), never expires
     lease = store.objects[("Lease", "default", "orders-controller")]
     assert lease["spec"]["holderIdentity"] == "a"
     assert lease["metadata"]["annotations"] == {"endpoint": "a"}
@@ -103,8 +103,9 @@ async def test_one_leader_and_failover_within_lease_duration_plus_retry() -> Non
     await asyncio.sleep(30)
     ((term, started),) = second.led
     assert term == 1  # the transition count is the new term
-    # Not before the lease could have expired, and within lease duration + one retry.
-    assert TIMING.lease_duration - TIMING.retry_period <= started - crashed_at
+    # Not before the lease could have expired (the last renewal is at most a renew interval
+    # old), and within lease duration + one retry.
+    assert TIMING.lease_duration - TIMING.renew_interval <= started - crashed_at
     assert started - crashed_at <= TIMING.lease_duration + TIMING.retry_period * 1.2
 
 
@@ -124,12 +125,44 @@ async def test_a_leader_that_cannot_renew_stops_before_anyone_else_starts() -> N
     assert term == 1
     assert first.stopped[0] < started  # never two leaders acting at once
     assert first.stopped[0] - partitioned_at <= TIMING.renew_deadline
-    assert started - partitioned_at >= TIMING.lease_duration - TIMING.retry_period
+    assert started - partitioned_at >= TIMING.lease_duration - TIMING.renew_interval
     assert first.task.done()  # run() returned: leadership lost
     first.task.result()
     second.task.cancel()
     await asyncio.gather(second.task, return_exceptions=True)
     assert store.objects[("Lease", "default", "orders-controller")]["spec"]["holderIdentity"] == ""
+
+
+@pytest.mark.looptime
+async def test_a_leader_renews_once_per_renew_interval_and_retries_a_failed_renewal() -> None:
+    store = LeaseObjects()
+    leader = Candidate(store, "a")  # acquires at 0, renews at 5, 10, ...
+    await asyncio.sleep(0.1)
+    assert leader.led
+    before = store.revision
+    await asyncio.sleep(60)
+    assert TIMING.renew_interval == TIMING.renew_deadline / 2
+    assert store.revision - before == 60 / TIMING.renew_interval  # client-go's cadence: 30
+    # An outage from 62.6 to 66.6 fails the renewal due at 65 and its retries: the next one,
+    # a quarter retry period later (not a renew interval), succeeds well within the deadline.
+    await asyncio.sleep(2.5)
+    store.partitioned.add("a")
+    before = store.revision
+    await asyncio.sleep(4)
+    assert store.revision == before
+    store.partitioned.discard("a")
+    await asyncio.sleep(TIMING.retry_period / 4)
+    assert store.revision == before + 1
+    assert leader.stopped == []
+    assert store.objects[("Lease", "default", "orders-controller")]["spec"]["holderIdentity"] == "a"
+    leader.task.cancel()
+    await asyncio.gather(leader.task, return_exceptions=True)
+
+
+def test_the_renew_interval_is_half_the_deadline_and_never_below_the_retry_period() -> None:
+    assert ElectionTiming(15, 10, 2).renew_interval == 5
+    assert ElectionTiming(5, 4, 0.5).renew_interval == 2
+    assert ElectionTiming(3, 2.5, 2).renew_interval == 2
 
 
 def test_timing_that_could_overlap_leaders_is_refused() -> None:

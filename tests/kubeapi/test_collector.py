@@ -10,12 +10,13 @@ from typing import Any
 import pytest
 
 from scalable_topics.kubeapi.admission import Admitted, FieldValidation
-from scalable_topics.kubeapi.collector import Collector
+from scalable_topics.kubeapi.collector import ORPHAN, TERMINATING, Collector, sweep_may_change
 from scalable_topics.kubeapi.operations import Operations
 from scalable_topics.kubeapi.registry import Registry
 from scalable_topics.kubeapi.resources import ResourceType
 from scalable_topics.model.clock import ManualClock
-from scalable_topics.store import EmbeddedStore, NotFound
+from scalable_topics.store import EmbeddedStore, EventType, NotFound
+from scalable_topics.store.informer import Change
 from support.eventually import eventually
 
 NAMESPACE = ResourceType(
@@ -203,3 +204,39 @@ async def test_events_expire_an_hour_after_they_were_last_seen(tmp_path: Path) -
         await collector.expire_events()
         assert [e["metadata"]["name"] for e in (await store.list("Event")).items] == ["recent"]
         assert collector.events_expired == 1
+
+
+def changed(old: Object | None, new: Object | None) -> Change:
+    kind = (
+        EventType.ADDED if old is None else EventType.DELETED if new is None else EventType.MODIFIED
+    )
+    return Change(kind, ("default", "o"), old, new)
+
+
+def test_only_changes_a_sweep_reads_wake_the_collector() -> None:
+    lease = {
+        "kind": "Lease",
+        "metadata": {"name": "o", "uid": "u1", "resourceVersion": "1"},
+        "spec": {"holderIdentity": "a", "renewTime": "2024-01-01T00:00:00.000000Z"},
+    }
+    renewed = {
+        **lease,
+        "metadata": {**lease["metadata"], "resourceVersion": "2"},
+        "spec": {**lease["spec"], "renewTime": "2024-01-01T00:00:02.000000Z"},
+    }
+    # A renewal (spec and resourceVersion only): nothing a sweep reads.
+    assert not sweep_may_change(changed(lease, renewed))
+    assert sweep_may_change(changed(None, lease))
+    assert sweep_may_change(changed(lease, None))
+    ref = {"apiVersion": "test.dev/v1", "kind": "Owner", "name": "x", "uid": "u0"}
+    for field, value in [
+        ("ownerReferences", [ref]),
+        ("deletionTimestamp", "2024-01-01T00:00:03Z"),
+        ("finalizers", [ORPHAN]),
+        ("uid", "u2"),  # deleted and created again between two events
+    ]:
+        moved = {**renewed, "metadata": {**renewed["metadata"], field: value}}
+        assert sweep_may_change(changed(lease, moved)), field
+    namespace = {"kind": "Namespace", "metadata": {"name": "n"}, "status": {"phase": "Active"}}
+    terminating = {**namespace, "status": {"phase": TERMINATING}}
+    assert sweep_may_change(changed(namespace, terminating))

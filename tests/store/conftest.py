@@ -35,7 +35,14 @@ CONTRACT_BUDGET = BudgetSettings(qps=500, burst=10)
 
 def embedded_backend(path: Path) -> Backend:
     async def opener(clock: Clock | None, history_limit: int | None) -> Store:
-        options: dict[str, Any] = {"clock": clock, "poll_interval": 0.01, "kinds": TEST_KINDS}
+        # No fallback poll: a watch sees another instance's writes only if their commits
+        # wake its feed (store/embedded_wake.py), so a lost wakeup fails the suite.
+        options: dict[str, Any] = {
+            "clock": clock,
+            "poll_interval": 0.01,
+            "fallback_poll_interval": 3600.0,
+            "kinds": TEST_KINDS,
+        }
         if history_limit is not None:
             options["history_limit"] = history_limit
         return await EmbeddedStore.open(path, **options)

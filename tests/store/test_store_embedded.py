@@ -252,7 +252,12 @@ async def test_a_file_of_a_newer_schema_is_refused(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("option", "value"),
-    [("history_limit", 0), ("synchronous", "SOMETIMES"), ("poll_interval", 0)],
+    [
+        ("history_limit", 0),
+        ("synchronous", "SOMETIMES"),
+        ("poll_interval", 0),
+        ("fallback_poll_interval", 0),
+    ],
 )
 def test_bad_options_are_refused(tmp_path: Path, option: str, value: object) -> None:
     with pytest.raises(ValueError, match=option):

@@ -6,6 +6,12 @@ writer_process.py cas PATH NAME COUNT
 writer_process.py churn PATH PREFIX
     Create and replace ScalableTopics churn/PREFIX-<n> as fast as possible, forever; print
     ``<name> <resourceVersion> <sha256 of the payload>`` after each write has returned.
+writer_process.py create PATH NAME
+    Create the ScalableTopic default/NAME and exit.
+writer_process.py watch PATH NAME
+    Watch ScalableTopics with the fallback poll off, create default/NAME and print ``ready``
+    once the watch has delivered it (its feed's wake pipe is in place by then), then print the
+    name of every object the watch delivers after it, until killed.
 """
 
 from __future__ import annotations
@@ -73,12 +79,41 @@ async def churn(path: str, prefix: str) -> None:
         sequence += 1
 
 
+def named(name: str) -> Object:
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "ScalableTopic",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {},
+    }
+
+
+async def create(path: str, name: str) -> None:
+    async with await EmbeddedStore.open(path) as store:
+        await store.create(named(name))
+
+
+async def watch(path: str, name: str) -> None:
+    # Neither poll: only a wake pipe brings another process's write.
+    store = await EmbeddedStore.open(path, poll_interval=3600, fallback_poll_interval=3600)
+    start = (await store.list("ScalableTopic")).resource_version
+    async with store.watch("ScalableTopic", resource_version=start) as events:
+        await store.create(named(name))
+        async for event in events:
+            seen = event.object["metadata"]["name"]
+            emit("ready" if seen == name else seen)
+
+
 def main(argv: list[str]) -> None:
     mode, path, *rest = argv
     if mode == "cas":
         asyncio.run(cas(path, rest[0], int(rest[1])))
     elif mode == "churn":
         asyncio.run(churn(path, rest[0]))
+    elif mode == "create":
+        asyncio.run(create(path, rest[0]))
+    elif mode == "watch":
+        asyncio.run(watch(path, rest[0]))
     else:
         raise SystemExit(f"unknown mode {mode!r}")
 

@@ -257,13 +257,15 @@ def add_controller_flags(
         "--renew-deadline",
         type=float,
         default=10.0,
-        help="seconds a holder keeps trying to renew before giving its shards up (default 10)",
+        help="seconds a holder keeps trying to renew before giving its shards up; a holder "
+        "renews every half of it (default 10)",
     )
     parser.add_argument(
         "--retry-period",
         type=float,
         default=2.0,
-        help="seconds between attempts to take or renew a Lease (default 2)",
+        help="seconds between attempts to take a Lease; a failed renewal is retried every "
+        "quarter of it (default 2)",
     )
     parser.add_argument(
         "--shards",

@@ -6,6 +6,8 @@ ports (with port 0, every broker and the controller on a free port of its own). 
 lives under the data directory, so running it again there resumes the same topics and data:
 
     DIR/store.db                the embedded store
+    DIR/store.db-wake/          a named pipe per store instance watching it, which every
+                                writer signals after a commit (store/embedded_wake.py)
     DIR/broker-<i>/             each broker's segment logs and cursors
     DIR/broker-<i>.address      the HOST:PORT a child broker listens on
     DIR/load-history/           the brokers' load history (Parquet), read by the load job

@@ -12,7 +12,8 @@ than the newest term stored on any of its topics, so that after the shard count 
 topics moved between shards) a new leader still out-ranks every earlier writer.
 
 Every Lease read comes from the process's Lease informer: campaigning costs no request until a
-Lease looks free, and renewing costs one write per shard each retry period.
+Lease looks free, and renewing costs one write per held shard and one for the member Lease
+each renew interval (half the renew deadline: leader.py says why not every retry period).
 """
 
 from __future__ import annotations
@@ -137,14 +138,18 @@ class ShardOwnership:
         return fair_share(self._count, self.live_members())
 
     async def _stay_member(self) -> None:
+        """Renew the member Lease as often as a shard Lease; a failed attempt again after a
+        retry period, so that a short outage does not make the others count one fewer."""
         name = member_lease_name(self._identity)
         lock = self._lock(name)
         while True:
+            renewed = False
             try:
-                await lock.try_acquire_or_renew()
+                renewed = await lock.try_acquire_or_renew()
             except StoreError as error:
                 log.warning("renewing member lease %s failed: %s", name, error)
-            await asyncio.sleep(self._timing.retry_period)
+            timing = self._timing
+            await asyncio.sleep(timing.renew_interval if renewed else timing.retry_period)
 
     def _lease_changed(self, change: Change) -> None:
         self._seen_change[change.key[1]] = self._clock.monotonic()

@@ -2,7 +2,11 @@
 and the removal of a deleted CRD's objects.
 
 One informer per stored kind (Events aside: nothing owns them) feeds a level-triggered sweep,
-debounced to at most one every ``interval`` seconds while changes arrive:
+debounced to at most one every ``interval`` seconds while changes arrive. Only a change that
+can alter what a sweep does wakes it (``sweep_may_change``): an object added or deleted, or a
+change of its ownerReferences, deletionTimestamp or finalizers, or of a Namespace's phase. A
+Lease renewal (every few seconds per Lease, for ever) changes none of them, and a sweep reads
+every cached object.
 
 * An object whose every owner is gone is deleted (Background propagation); an owner that is
   gone is dropped from the ownerReferences of an object that keeps another. An owner looks gone
@@ -100,7 +104,8 @@ class Collector:
         self._dirty.set()
 
     def _changed(self, change: Change) -> None:
-        self._dirty.set()
+        if sweep_may_change(change):
+            self._dirty.set()
 
     async def _run(self) -> None:
         while True:
@@ -281,6 +286,25 @@ class Collector:
         informer = self._informers.pop(kind, None)
         if informer is not None:
             await informer.stop()
+
+
+_SWEPT_METADATA = ("uid", "ownerReferences", "deletionTimestamp", "finalizers")
+
+
+def sweep_may_change(change: Change) -> bool:
+    """Whether a sweep could act differently after ``change`` (what ``sweep`` reads)."""
+    old, new = change.old, change.new
+    if old is None or new is None:
+        return True  # an owner appeared or went, or a dependent did
+    old_meta, new_meta = old.get("metadata") or {}, new.get("metadata") or {}
+    if any(old_meta.get(field) != new_meta.get(field) for field in _SWEPT_METADATA):
+        return True
+    return bool(_phase(old) != _phase(new))  # a Namespace that starts Terminating
+
+
+def _phase(obj: Object) -> Any:
+    status = obj.get("status")
+    return status.get("phase") if isinstance(status, dict) else None
 
 
 def _last_seen(event: Object) -> datetime | None:

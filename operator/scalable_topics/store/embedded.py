@@ -18,20 +18,27 @@ Compaction. Each write deletes events older than the last ``history_limit`` revi
 raises ``compacted``; a watch that resumes from a revision below it raises Expired.
 
 Watches. One change feed per store instance, running only while a watch is open: it reads new
-events in revision order (woken at once by this instance's writes, otherwise polling every
-``poll_interval`` for other connections' commits, one indexed read of the revision counter)
-and fans each out to the open watches. Each watch has an unbounded queue: the feed never waits
-for a consumer and a slow consumer loses nothing, even when compaction passes it; the backlog is
-bounded by what is written while it lags, and relisting after an Expired would cost more than
-holding those events. A watch releases its listener on ``aclose``, on leaving ``async with``,
-when it is garbage collected, and when its iteration is cancelled outside ``async with`` (inside,
-a timed-out read leaves it open). An object that leaves a selector's selection arrives as
-DELETED carrying its new state, where Kubernetes sends the previous one; type, name and
-resourceVersion are the same. A watch that allows bookmarks gets a BOOKMARK at most every
-``bookmark_interval`` seconds once the feed has served it past its last one (changes of other
-kinds, or outside its namespace or selection, move it on too). ``close()`` first delivers to
-open watches the changes committed before it began, then each raises StoreClosed from its
-iterator once its queue is drained.
+events in revision order and fans each out to the open watches. It reads when a commit wakes
+it: this instance's writes on the event loop, every other instance's (in this process or
+another sharing the file, e.g. standalone's child brokers) through the instance's named pipe in
+the directory ``<file>-wake`` next to the store, to which every writer sends a byte after each
+commit (embedded_wake.py). An idle feed therefore costs nothing. It still reads every
+``fallback_poll_interval`` (1 s), one indexed read of the revision counter, for the commits
+that signal nobody: a writer killed between its commit and its signal, or one running older
+code. Where the pipe cannot be made (a file system without FIFOs, a directory it may not
+write), the feed says so in the log and polls every ``poll_interval`` (5 ms) instead.
+
+Each watch has an unbounded queue: the feed never waits for a consumer and a slow consumer
+loses nothing, even when compaction passes it; the backlog is bounded by what is written while
+it lags, and relisting after an Expired would cost more than holding those events. A watch
+releases its listener on ``aclose``, on leaving ``async with``, when it is garbage collected,
+and when its iteration is cancelled outside ``async with`` (inside, a timed-out read leaves it
+open). An object that leaves a selector's selection arrives as DELETED carrying its new state,
+where Kubernetes sends the previous one; type, name and resourceVersion are the same. A watch
+that allows bookmarks gets a BOOKMARK at most every ``bookmark_interval`` seconds once the feed
+has served it past its last one (changes of other kinds, or outside its namespace or
+selection, move it on too). ``close()`` first delivers to open watches the changes committed
+before it began, then each raises StoreClosed from its iterator once its queue is drained.
 """
 
 from __future__ import annotations
@@ -41,6 +48,7 @@ import builtins
 import contextlib
 import functools
 import json
+import logging
 import sqlite3
 import time
 import uuid
@@ -54,11 +62,14 @@ from typing import Any, Literal, Self, TypeVar
 from ..model.clock import Clock, SystemClock
 from ..model.timefmt import format_time
 from . import write_rules as rules
+from .embedded_wake import WakePipe, wake_directory, wake_others
 from .embedded_watch import Batch, Change, EmbeddedWatch, Listener, event_type_for
 from .errors import Expired, Invalid, NotFound, StoreClosed, StoreError, UnknownKind
 from .kinds import DEFAULT_KINDS, KindInfo
 from .port import EventType, Object, ObjectList, WatchEvent
 from .selectors import LabelSelector, parse_selector
+
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 Synchronous = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
@@ -97,6 +108,7 @@ class EmbeddedStore:
         clock: Clock | None = None,
         history_limit: int = 10_000,
         poll_interval: float = 0.005,
+        fallback_poll_interval: float = 1.0,
         synchronous: Synchronous = "FULL",
         busy_timeout: float = 30.0,
         bookmark_interval: float = 1.0,
@@ -107,6 +119,10 @@ class EmbeddedStore:
             raise ValueError(f"synchronous must be OFF, NORMAL, FULL or EXTRA, not {synchronous!r}")
         if poll_interval <= 0:
             raise ValueError(f"poll_interval must be positive, not {poll_interval}")
+        if fallback_poll_interval <= 0:
+            raise ValueError(
+                f"fallback_poll_interval must be positive, not {fallback_poll_interval}"
+            )
         if bookmark_interval <= 0:
             raise ValueError(f"bookmark_interval must be positive, not {bookmark_interval}")
         self._path = str(path)
@@ -114,6 +130,10 @@ class EmbeddedStore:
         self._clock: Clock = clock or SystemClock()
         self._history_limit = history_limit
         self._poll_interval = poll_interval
+        self._fallback_poll_interval = fallback_poll_interval
+        self._wake_directory = wake_directory(self._path)
+        self._wake_name: str | None = None  # this instance's pipe there, while the feed runs
+        self._wake_failure_logged = False
         self._bookmark_interval = bookmark_interval
         self._synchronous = synchronous
         self._busy_timeout = busy_timeout
@@ -343,7 +363,17 @@ class EmbeddedStore:
 
     async def _feed(self) -> None:
         wakeup = self._wakeup
+        pipe: WakePipe | None = None
+        loop = asyncio.get_running_loop()
         try:
+            # The pipe first: a commit after it has its name wakes the feed, one before it
+            # is in the first read (embedded_wake.py). A few system calls, once per feed: on
+            # the loop, so that a cancellation cannot leave a pipe open that nobody closes.
+            pipe = self._open_pipe()
+            poll = self._poll_interval
+            if pipe is not None:
+                loop.add_reader(pipe.fileno(), self._woken, pipe, wakeup)
+                self._wake_name, poll = pipe.name, self._fallback_poll_interval
             while self._listeners:
                 wakeup.clear()
                 after = min(listener.cursor for listener in self._listeners)
@@ -352,7 +382,7 @@ class EmbeddedStore:
                 if len(batch.changes) == _FEED_BATCH or wakeup.is_set():
                     continue
                 with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(self._poll_interval):
+                    async with asyncio.timeout(poll):
                         await wakeup.wait()
         except Exception as exc:  # the file failed: end the watches rather than leave them hanging
             error = exc if isinstance(exc, StoreError) else StoreError(f"watch feed failed: {exc}")
@@ -360,8 +390,34 @@ class EmbeddedStore:
             for listener in listeners:
                 listener.queue.put_nowait(error)
         finally:
+            if pipe is not None:
+                loop.remove_reader(pipe.fileno())
+                self._wake_name = None
+                pipe.close()
             if self._feed_task is asyncio.current_task():
                 self._feed_task = None
+
+    def _open_pipe(self) -> WakePipe | None:
+        """This instance's wake pipe; None when the file system will not have one, and the
+        feed then polls as often as it must."""
+        try:
+            return WakePipe.create(self._wake_directory)
+        except OSError as error:
+            if not self._wake_failure_logged:
+                self._wake_failure_logged = True
+                log.warning(
+                    "%s: no wake pipe in %s (%s): watches poll the file every %g s instead",
+                    self._path,
+                    self._wake_directory,
+                    error,
+                    self._poll_interval,
+                )
+            return None
+
+    @staticmethod
+    def _woken(pipe: WakePipe, wakeup: asyncio.Event) -> None:
+        pipe.drain()  # before the feed reads: a signal after this wakes it again
+        wakeup.set()
 
     async def _catch_up(self) -> None:
         """One last pass of the feed, up to the revision committed when it starts."""
@@ -585,6 +641,8 @@ class EmbeddedStore:
             )
             conn.execute("UPDATE meta SET value = ? WHERE key = 'revision'", (revision,))
             self._compact(conn, revision)
+        # Committed: the other instances' feeds read it now (this one's is woken on the loop).
+        wake_others(self._wake_directory, self._wake_name)
         return body
 
     def _compact(self, conn: sqlite3.Connection, revision: int) -> None:
