@@ -40,6 +40,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from scalable_topics.commands.standalone_system import STANDALONE_TIMING
 from scalable_topics.controller.leader import ElectionTiming
 from scalable_topics.model.ownership import DEFAULT_SHARD_COUNT, holder, shard_of_lease
@@ -47,6 +48,7 @@ from scalable_topics.model.resources import ScalableTopic
 from scalable_topics.store import EmbeddedStore
 from scalable_topics.store.informer import Informer
 from scalable_topics.store.kinds import LEASE
+from support.child_process import terminate
 
 SYSTEM_NAMESPACE = "scalable-topics"
 START_SECONDS = 60.0
@@ -130,12 +132,7 @@ async def standalone(root: Path, env: Env, *flags: str) -> AsyncIterator[subproc
                 await asyncio.sleep(0.1)
         yield process
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        terminate(process, timeout=30)
 
 
 async def idle_share(
