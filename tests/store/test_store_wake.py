@@ -41,6 +41,17 @@ async def watching(store: EmbeddedStore) -> EmbeddedWatch:
     return events
 
 
+async def assert_delivered(reader: EmbeddedStore, writer: EmbeddedStore, name: str) -> None:
+    """A topic ``writer`` creates reaches a watch on ``reader``."""
+    events = await watching(reader)
+    try:
+        await writer.create(topic(name))
+        event = await next_event(events)
+        assert event.object["metadata"]["name"] == name
+    finally:
+        await events.aclose()
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("depth", [1, 12], ids=["short-path", "path-past-socket-limit"])
 async def test_a_write_from_another_process_wakes_a_watch(tmp_path: Path, depth: int) -> None:
@@ -81,13 +92,7 @@ async def test_a_write_here_wakes_a_watch_in_another_process(tmp_path: Path) -> 
 async def test_a_write_wakes_another_instance_in_the_same_process(tmp_path: Path) -> None:
     path = tmp_path / "store.db"
     async with await open_unpolled(path) as reader, await open_unpolled(path) as writer:
-        events = await watching(reader)
-        try:
-            await writer.create(topic("from-the-other-instance"))
-            event = await next_event(events)
-            assert event.object["metadata"]["name"] == "from-the-other-instance"
-        finally:
-            await events.aclose()
+        await assert_delivered(reader, writer, "from-the-other-instance")
 
 
 async def test_a_feed_removes_its_pipe_when_it_stops(tmp_path: Path) -> None:
@@ -130,10 +135,4 @@ async def test_without_a_wake_pipe_the_feed_polls(tmp_path: Path) -> None:
         await EmbeddedStore.open(path, **options) as reader,
         await EmbeddedStore.open(path, **options) as writer,
     ):
-        events = await watching(reader)
-        try:
-            await writer.create(topic("polled"))
-            event = await next_event(events)
-            assert event.object["metadata"]["name"] == "polled"
-        finally:
-            await events.aclose()
+        await assert_delivered(reader, writer, "polled")

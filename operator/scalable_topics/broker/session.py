@@ -283,15 +283,10 @@ class Session:
             return ErrorCode.UNKNOWN_COMMAND
         try:
             await self._dispatch(command)
-        except BrokerError as failure:
-            await self.send(Error(_request_id(command), failure.code, str(failure)))
-            return failure.code if failure.code.closes_connection else None
         except Exception as error:
-            # A bug must cost one request, not the connection or the broker.
-            log.exception("%s failed", type(command).__name__)
-            await self.send(
-                Error(_request_id(command), ErrorCode.INTERNAL_ERROR, f"internal error: {error}")
-            )
+            answer = _failure_answer(command, error)
+            await self.send(answer)
+            return answer.code if answer.code.closes_connection else None
         return None
 
     def _authorize(self, command: Command) -> None:
@@ -450,39 +445,37 @@ class Session:
         producer = _Producer(command.producer_id, name, segment, self, announced)
         self._closed_producers.pop(command.producer_id, None)
         task = self._spawn(self._admit(command, producer))
-        # Cancelled before it ran (the connection ended), it announced nothing.
+        # Refused, or cancelled (the connection ended, even before it ran): never announced.
         task.add_done_callback(lambda _: producer.settle_announcement(False))
         self._opening[command.producer_id] = task
         # Not a pending request: a WaitForExclusive admission may wait for frames of this
         # connection (a producer it closes); --max-open-per-connection bounds these.
 
     async def _admit(self, command: ProducerOpen, producer: _Producer) -> None:
-        opened = False
+        """Open the producer and answer; ``producer.announced`` is settled True here once
+        ProducerOpened is out, False by the task's end otherwise."""
         try:
-            try:
-                grant = await producer.segment.open_producer(
-                    producer, producer.name, command.access_mode, command.producer_epoch, producer
-                )
-            except SegmentError as error:
-                await self.send(Error(command.request_id, error.code, str(error)))
-                return
-            finally:
-                self._opening.pop(command.producer_id, None)
-            if self._closing:
-                await producer.segment.close_producer(producer)
-                return
-            if not producer.closed:
-                self._producers[command.producer_id] = producer
-            # else fenced while it was admitted: it is told it opened, then that it closed.
-            last = producer.segment.highest_sequence_id(producer.name)
-            opened = True
-            await self.send(
-                ProducerOpened(
-                    command.request_id, producer.name, grant.epoch, None if last < 0 else last
-                )
+            grant = await producer.segment.open_producer(
+                producer, producer.name, command.access_mode, command.producer_epoch, producer
             )
+        except SegmentError as error:
+            await self.send(Error(command.request_id, error.code, str(error)))
+            return
         finally:
-            producer.settle_announcement(opened)
+            self._opening.pop(command.producer_id, None)
+        if self._closing:
+            await producer.segment.close_producer(producer)
+            return
+        if not producer.closed:
+            self._producers[command.producer_id] = producer
+        # else fenced while it was admitted: it is told it opened, then that it closed.
+        last = producer.segment.highest_sequence_id(producer.name)
+        await self.send(
+            ProducerOpened(
+                command.request_id, producer.name, grant.epoch, None if last < 0 else last
+            )
+        )
+        producer.settle_announcement(True)
 
     async def _close_producer(self, command: ProducerClose) -> None:
         opening = self._opening.pop(command.producer_id, None)
@@ -926,15 +919,8 @@ class Session:
         async def answered() -> None:
             try:
                 await work
-            except BrokerError as failure:
-                await self.send(Error(_request_id(command), failure.code, str(failure)))
             except Exception as error:
-                log.exception("%s failed", type(command).__name__)
-                await self.send(
-                    Error(
-                        _request_id(command), ErrorCode.INTERNAL_ERROR, f"internal error: {error}"
-                    )
-                )
+                await self.send(_failure_answer(command, error))
 
         self._publishes.request_started(self._spawn(answered()))
 
@@ -1001,6 +987,16 @@ def _topic_action(command: Command) -> tuple[Action, str] | None:
         case WatchTopic(topic=topic):
             return Action.READ, topic
     return None  # acts on what this connection opened, or on nothing
+
+
+def _failure_answer(command: Command, error: Exception) -> Error:
+    """The Error answering ``command``, which failed with ``error``. A bug (anything but a
+    BrokerError) is logged with its traceback: it must cost one request, not the connection or
+    the broker."""
+    if isinstance(error, BrokerError):
+        return Error(_request_id(command), error.code, str(error))
+    log.exception("%s failed", type(command).__name__, exc_info=error)
+    return Error(_request_id(command), ErrorCode.INTERNAL_ERROR, f"internal error: {error}")
 
 
 def _request_id(command: Command) -> int | None:
